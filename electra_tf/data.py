@@ -1,0 +1,96 @@
+"""tf.data input for pretraining: TFRecords of packed examples -> per-replica batches.
+
+Files are sharded per input pipeline (tf.distribute.InputContext), read in parallel, shuffled,
+repeated, parsed and batched with drop_remainder so every shape is static (TPU, XLA). Local paths
+and gs:// work alike (tf.io.gfile). Features, as the original's builder writes them: int64
+`input_ids`, `input_mask`, `segment_ids` of max_seq_length each.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+class InputError(ValueError):
+    """The TFRecords are missing or do not match the config."""
+
+
+def list_files(patterns: str) -> list[str]:
+    """Files matching a comma-separated list of glob patterns, sorted."""
+    files = []
+    for pattern in patterns.split(","):
+        files.extend(tf.io.gfile.glob(pattern.strip()))
+    return sorted(set(files))
+
+
+def check_files(patterns: str, max_seq_length: int) -> list[str]:
+    """Fails naming the pattern or file when there is nothing to read or the first record of a
+    file does not have the three features at max_seq_length."""
+    files = list_files(patterns)
+    if not files:
+        raise InputError(f"no TFRecords match {patterns!r}; build them with "
+                         "pretrain_data/build_pretraining_dataset.py into "
+                         "DATA_DIR/pretrain_tfrecords/ or set the pretrain_tfrecords hparam")
+    for path in files[:1] + files[-1:]:
+        try:
+            record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.OpError as e:
+            raise InputError(f"{path} is not a readable TFRecord file: {e.message}") from None
+        if record is None:
+            raise InputError(f"{path} holds no examples")
+        example = tf.train.Example.FromString(record.numpy())
+        for name in FEATURE_NAMES:
+            if name not in example.features.feature:
+                raise InputError(f"{path}: examples lack the feature {name!r}; expected "
+                                 f"{FEATURE_NAMES}")
+            length = len(example.features.feature[name].int64_list.value)
+            if length != max_seq_length:
+                raise InputError(
+                    f"{path}: feature {name!r} has length {length} but max_seq_length is "
+                    f"{max_seq_length}; rebuild the data with --max_seq_length "
+                    f"{max_seq_length} or set the max_seq_length hparam to {length}")
+    return files
+
+
+def decode_record(record, max_seq_length: int) -> dict[str, tf.Tensor]:
+    """One serialized tf.train.Example -> int32 features (TPUs take no int64)."""
+    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURE_NAMES}
+    example = tf.io.parse_single_example(record, spec)
+    return {name: tf.cast(value, tf.int32) for name, value in example.items()}
+
+
+def pretraining_dataset(files: list[str], batch_size: int, max_seq_length: int,
+                        is_training: bool = True,
+                        input_context: tf.distribute.InputContext | None = None,
+                        seed: int | None = None, deterministic: bool = False,
+                        shuffle_buffer: int = 1000, cycle_length: int = 4) -> tf.data.Dataset:
+    """Batches of `batch_size` examples for one input pipeline (per replica under
+    distribute_datasets_from_function: pass the per-replica batch size).
+
+    Training repeats forever and shuffles files and examples; evaluation reads the files in
+    order, once per repeat, without shuffling."""
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    # Each pipeline reads its own files; with fewer files than pipelines, its own records.
+    shard_records = len(files) < pipelines
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if pipelines > 1 and not shard_records:
+        ds = ds.shard(pipelines, input_context.input_pipeline_id)
+    if is_training:
+        if not shard_records:  # record sharding needs every pipeline to see the same file order
+            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.repeat()
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(files)),
+                       num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=deterministic or not is_training or shard_records)
+    if shard_records and pipelines > 1:
+        ds = ds.shard(pipelines, input_context.input_pipeline_id)
+    if is_training:
+        ds = ds.shuffle(shuffle_buffer, seed=seed)
+    else:
+        ds = ds.repeat()
+    ds = ds.map(lambda r: decode_record(r, max_seq_length), num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=deterministic or not is_training)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,464 @@
+"""ELECTRA's transformer, as the original's model/modeling.py builds it, in Keras 3.
+
+A BERT encoder (post-LayerNorm, exact GELU, LayerNorm epsilon 1e-12, truncated-normal(0.02)
+initialisation, dropout 0.1, -10000 attention-mask bias) plus the two pretraining heads.
+
+Layers, from the bottom up:
+  Embeddings        word + position + token type, LayerNorm, dropout (shareable between models)
+  TransformerLayer  one self-attention + feed-forward block
+  Encoder           the backbone: Embeddings, a projection when embedding != hidden size, layers
+  MaskedLMHead      the generator's head: dense, GELU, LayerNorm, tied output embedding + bias
+  DiscriminatorHead dense, GELU, dense to one logit per token
+Models:
+  ElectraDiscriminator / ElectraGenerator  an Encoder with its head, savable as .keras
+
+Example:
+>>> import numpy as np
+>>> encoder = Encoder(vocab_size=200, hidden_size=32, num_hidden_layers=2,
+...                   num_attention_heads=2, intermediate_size=64, embedding_size=16)
+>>> disc = ElectraDiscriminator(encoder)
+>>> ids = np.array([[101, 7, 8, 102, 0]])
+>>> out = disc({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids})
+>>> tuple(out["logits"].shape), tuple(out["sequence_output"].shape)
+((1, 5), (1, 5, 32))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import keras
+import tensorflow as tf
+from keras import layers, ops
+
+LAYER_NORM_EPSILON = 1e-12  # the original's contrib layer_norm epsilon
+ATTENTION_MASK_BIAS = -10000.0  # the original adds this to masked attention scores
+
+register = keras.saving.register_keras_serializable(package="electra_tf")
+
+
+def _initializer(initializer_range: float) -> keras.initializers.Initializer:
+    # Truncated at two standard deviations, like tf.truncated_normal_initializer.
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def _activation(name: str):
+    """The original's get_activation; "gelu" is the exact erf form."""
+    if name == "gelu":
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    return keras.activations.get(name)
+
+
+@register
+class Embeddings(layers.Layer):
+    """Word + position + token-type embeddings, then LayerNorm and dropout.
+
+    Generator and discriminator share one instance (all four weights) unless the config unties
+    them, as the original shares the `electra/embeddings` scope.
+
+    >>> emb = Embeddings(vocab_size=10, embedding_size=4)
+    >>> tuple(emb(ops.ones((2, 3), "int32"), ops.zeros((2, 3), "int32")).shape)
+    (2, 3, 4)
+    """
+
+    def __init__(self, vocab_size: int, embedding_size: int, max_position_embeddings: int = 512,
+                 type_vocab_size: int = 2, initializer_range: float = 0.02,
+                 dropout_rate: float = 0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.layer_norm = layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="LayerNorm", dtype=self.dtype_policy)
+        self.dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        init = _initializer(self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.embedding_size), initializer=init)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(self.type_vocab_size, self.embedding_size),
+            initializer=init)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(self.max_position_embeddings, self.embedding_size),
+            initializer=init)
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.built = True
+
+    def call(self, input_ids, token_type_ids, training=None):
+        seq_length = ops.shape(input_ids)[1]
+        x = ops.take(self.word_embeddings, input_ids, axis=0)
+        x = x + ops.take(self.token_type_embeddings, token_type_ids, axis=0)
+        x = x + self.position_embeddings[:seq_length][None]
+        return self.dropout(self.layer_norm(x), training=training)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "embedding_size": self.embedding_size,
+                "max_position_embeddings": self.max_position_embeddings,
+                "type_vocab_size": self.type_vocab_size,
+                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
+
+
+@register
+class TransformerLayer(layers.Layer):
+    """One post-LayerNorm transformer block, as the original's transformer_model loop body.
+
+    >>> block = TransformerLayer(hidden_size=8, num_attention_heads=2, intermediate_size=16)
+    >>> tuple(block(ops.ones((1, 3, 8)), ops.zeros((1, 1, 1, 3))).shape)
+    (1, 3, 8)
+    """
+
+    def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
+                 hidden_act: str = "gelu", hidden_dropout_prob: float = 0.1,
+                 attention_probs_dropout_prob: float = 0.1, initializer_range: float = 0.02,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
+                             f"num_attention_heads {num_attention_heads}")
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        self.head_size = hidden_size // num_attention_heads
+
+        def dense(units, name, activation=None):
+            return layers.Dense(units, activation=activation, name=name,
+                                kernel_initializer=_initializer(initializer_range),
+                                dtype=self.dtype_policy)
+
+        def layer_norm(name):
+            return layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name,
+                                             dtype=self.dtype_policy)
+
+        self.query = dense(hidden_size, "query")
+        self.key = dense(hidden_size, "key")
+        self.value = dense(hidden_size, "value")
+        self.attention_output = dense(hidden_size, "attention_output")
+        self.attention_layer_norm = layer_norm("attention_LayerNorm")
+        self.intermediate = dense(intermediate_size, "intermediate", _activation(hidden_act))
+        self.output_dense = dense(hidden_size, "output")
+        self.output_layer_norm = layer_norm("output_LayerNorm")
+        self.attention_dropout = layers.Dropout(attention_probs_dropout_prob,
+                                                dtype=self.dtype_policy)
+        self.hidden_dropout = layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        hidden = (None, None, self.hidden_size)
+        for dense in (self.query, self.key, self.value, self.attention_output, self.intermediate):
+            dense.build(hidden)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.attention_layer_norm.build(hidden)
+        self.output_layer_norm.build(hidden)
+        self.built = True
+
+    def _split_heads(self, x, batch_size, seq_length):
+        x = ops.reshape(x, (batch_size, seq_length, self.num_attention_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))  # [B, heads, L, head_size]
+
+    def call(self, x, attention_bias, training=None):
+        """x: [B, L, H]; attention_bias: [B, 1, L or 1, L] float32, 0 or -10000."""
+        batch_size, seq_length = ops.shape(x)[0], ops.shape(x)[1]
+        q = self._split_heads(self.query(x), batch_size, seq_length)
+        k = self._split_heads(self.key(x), batch_size, seq_length)
+        v = self._split_heads(self.value(x), batch_size, seq_length)
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
+        # Softmax in float32 so mixed precision matches the float32 model's attention.
+        probs = ops.softmax(ops.cast(scores, "float32") + attention_bias, axis=-1)
+        probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
+        context = ops.reshape(context, (batch_size, seq_length, self.hidden_size))
+        attention = self.hidden_dropout(self.attention_output(context), training=training)
+        attention = self.attention_layer_norm(attention + x)
+        output = self.hidden_dropout(self.output_dense(self.intermediate(attention)),
+                                     training=training)
+        return self.output_layer_norm(output + attention)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads,
+                "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
+                "hidden_dropout_prob": self.hidden_dropout_prob,
+                "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+                "initializer_range": self.initializer_range}
+
+
+def attention_bias(input_mask, causal: str | None = None):
+    """[B, L] padding mask -> additive float32 bias [B, 1, 1 or L, L] (0 keep, -10000 drop).
+
+    causal="ltr" lets each position see itself and the left; "rtl" itself and the right (the
+    original's two-tower Electric generator)."""
+    mask = ops.cast(input_mask, "float32")[:, None, None, :]  # [B, 1, 1, L]
+    if causal is not None:
+        seq_length = ops.shape(input_mask)[1]
+        ones = ops.ones((seq_length, seq_length), "float32")
+        band = ops.tril(ones) if causal == "ltr" else ops.triu(ones)
+        mask = mask * band[None, None]
+    return (1.0 - mask) * ATTENTION_MASK_BIAS
+
+
+@register
+class Encoder(layers.Layer):
+    """The ELECTRA/BERT backbone: token ids -> contextual vectors [B, L, hidden_size].
+
+    Hyperparameters are the original BertConfig's. `embedding_size` defaults to hidden_size;
+    when they differ, an `embeddings_project` dense layer maps one to the other. Pass
+    `embeddings` to share an Embeddings layer with another encoder.
+
+    >>> enc = Encoder(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    ...               intermediate_size=32, embedding_size=8)
+    >>> ids = ops.convert_to_tensor([[1, 2, 3]])
+    >>> tuple(enc(ids, ops.ones_like(ids), ops.zeros_like(ids)).shape)
+    (1, 3, 16)
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int = 768, num_hidden_layers: int = 12,
+                 num_attention_heads: int = 12, intermediate_size: int = 3072,
+                 hidden_act: str = "gelu", hidden_dropout_prob: float = 0.1,
+                 attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
+                 type_vocab_size: int = 2, initializer_range: float = 0.02,
+                 embedding_size: int | None = None, causal: str | None = None,
+                 embeddings: Embeddings | dict | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.causal = causal
+        if isinstance(embeddings, dict):
+            embeddings = keras.saving.deserialize_keras_object(embeddings)
+        if embeddings is None:
+            embeddings = Embeddings(
+                vocab_size, embedding_size or hidden_size, max_position_embeddings,
+                type_vocab_size, initializer_range, hidden_dropout_prob, name="embeddings",
+                dtype=self.dtype_policy)
+        elif embeddings.vocab_size != vocab_size:
+            raise ValueError(f"shared embeddings have vocab_size {embeddings.vocab_size}, "
+                             f"the encoder {vocab_size}")
+        self.embeddings = embeddings
+        self.embedding_size = embeddings.embedding_size
+        self.embeddings_project = None
+        if self.embedding_size != hidden_size:
+            self.embeddings_project = layers.Dense(
+                hidden_size, name="embeddings_project", dtype=self.dtype_policy,
+                kernel_initializer=_initializer(initializer_range))
+        self.transformer_layers = [
+            TransformerLayer(hidden_size, num_attention_heads, intermediate_size, hidden_act,
+                             hidden_dropout_prob, attention_probs_dropout_prob, initializer_range,
+                             name=f"layer_{i}", dtype=self.dtype_policy)
+            for i in range(num_hidden_layers)]
+
+    def build(self, input_shape=None):
+        if not self.embeddings.built:
+            self.embeddings.build()
+        if self.embeddings_project is not None and not self.embeddings_project.built:
+            self.embeddings_project.build((None, None, self.embedding_size))
+        for layer in self.transformer_layers:
+            if not layer.built:
+                layer.build()
+        self.built = True
+
+    @property
+    def embedding_table(self):
+        """The word-embedding matrix [vocab, embedding_size] the MLM head ties its output to."""
+        return self.embeddings.word_embeddings
+
+    def call(self, input_ids, input_mask, segment_ids, training=None):
+        x = self.embeddings(input_ids, segment_ids, training=training)
+        if self.embeddings_project is not None:
+            x = self.embeddings_project(x)
+        bias = attention_bias(input_mask, self.causal)
+        for layer in self.transformer_layers:
+            x = layer(x, bias, training=training)
+        return x
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "hidden_size": self.hidden_size, "num_hidden_layers": self.num_hidden_layers,
+                "num_attention_heads": self.num_attention_heads,
+                "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
+                "hidden_dropout_prob": self.hidden_dropout_prob,
+                "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+                "max_position_embeddings": self.max_position_embeddings,
+                "type_vocab_size": self.type_vocab_size,
+                "initializer_range": self.initializer_range,
+                "embedding_size": self.embedding_size, "causal": self.causal,
+                "embeddings": keras.saving.serialize_keras_object(self.embeddings)}
+
+
+@register
+class MaskedLMHead(layers.Layer):
+    """The generator's softmax layer (the original's get_token_logits): dense to the embedding
+    width, GELU, LayerNorm, then the transposed word-embedding matrix plus an output bias.
+    Logits come out in float32 whatever the compute dtype.
+
+    >>> head = MaskedLMHead(vocab_size=10, embedding_size=4)
+    >>> tuple(head(ops.ones((2, 3, 8)), ops.ones((10, 4))).shape)
+    (2, 3, 10)
+    """
+
+    def __init__(self, vocab_size: int, embedding_size: int, hidden_act: str = "gelu",
+                 initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.dense = layers.Dense(embedding_size, activation=_activation(hidden_act), name="dense",
+                                  kernel_initializer=_initializer(initializer_range),
+                                  dtype=self.dtype_policy)
+        self.layer_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="LayerNorm",
+                                                    dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        if input_shape is not None and not self.dense.built:
+            self.dense.build(input_shape)
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros")
+        self.built = True
+
+    def call(self, hidden, embedding_table):
+        x = self.layer_norm(self.dense(hidden))
+        logits = ops.matmul(x, ops.transpose(ops.cast(embedding_table, x.dtype)))
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "embedding_size": self.embedding_size, "hidden_act": self.hidden_act,
+                "initializer_range": self.initializer_range}
+
+
+@register
+class DiscriminatorHead(layers.Layer):
+    """Replaced-token detection: dense(hidden, GELU) then dense(1); one float32 logit per token.
+
+    >>> tuple(DiscriminatorHead(hidden_size=8)(ops.ones((2, 3, 8))).shape)
+    (2, 3)
+    """
+
+    def __init__(self, hidden_size: int, hidden_act: str = "gelu",
+                 initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.dense = layers.Dense(hidden_size, activation=_activation(hidden_act), name="dense",
+                                  kernel_initializer=_initializer(initializer_range),
+                                  dtype=self.dtype_policy)
+        # The original leaves this layer's kernel at tf.layers' default (Glorot uniform).
+        self.dense_1 = layers.Dense(1, name="dense_1", dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        self.dense.build((None, None, self.hidden_size))
+        self.dense_1.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, sequence_output):
+        logits = self.dense_1(self.dense(sequence_output))
+        return ops.cast(ops.squeeze(logits, -1), "float32")
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "hidden_act": self.hidden_act, "initializer_range": self.initializer_range}
+
+
+def build_once(layer: layers.Layer, input_shape=None) -> None:
+    """Builds a layer that may already be built (shared with a pretraining model)."""
+    if not layer.built:
+        layer.build(input_shape)
+
+
+def _encode(encoder: Encoder, inputs: dict, training):
+    return encoder(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"],
+                   training=training)
+
+
+@register
+class ElectraDiscriminator(keras.Model):
+    """Encoder + DiscriminatorHead: what fine-tuning starts from.
+
+    Inputs: a dict of int [B, L] `input_ids`, `input_mask`, `segment_ids`. Outputs: a dict with
+    `sequence_output` [B, L, H] and the per-token replaced-token `logits` [B, L] (float32).
+    """
+
+    def __init__(self, encoder: Encoder | dict, head: DiscriminatorHead | dict | None = None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = keras.saving.deserialize_keras_object(encoder) \
+            if isinstance(encoder, dict) else encoder
+        if isinstance(head, dict):
+            head = keras.saving.deserialize_keras_object(head)
+        self.head = head or DiscriminatorHead(
+            self.encoder.hidden_size, self.encoder.hidden_act, self.encoder.initializer_range,
+            name="discriminator_predictions", dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        build_once(self.encoder)
+        build_once(self.head)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence_output = _encode(self.encoder, inputs, training)
+        return {"sequence_output": sequence_output, "logits": self.head(sequence_output)}
+
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name, "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "head": keras.saving.serialize_keras_object(self.head)}
+
+
+@register
+class ElectraGenerator(keras.Model):
+    """Encoder + MaskedLMHead tied to the encoder's word embeddings.
+
+    `call(inputs)` gives vocabulary logits [B, L, V] at every position; pass
+    `inputs["masked_lm_positions"]` [B, N] to compute them only there, as pretraining does.
+    """
+
+    def __init__(self, encoder: Encoder | dict, head: MaskedLMHead | dict | None = None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = keras.saving.deserialize_keras_object(encoder) \
+            if isinstance(encoder, dict) else encoder
+        if isinstance(head, dict):
+            head = keras.saving.deserialize_keras_object(head)
+        self.head = head or MaskedLMHead(
+            self.encoder.vocab_size, self.encoder.embedding_size, self.encoder.hidden_act,
+            self.encoder.initializer_range, name="generator_predictions", dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        build_once(self.encoder)
+        build_once(self.head, (None, None, self.encoder.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence_output = _encode(self.encoder, inputs, training)
+        if "masked_lm_positions" in inputs:
+            sequence_output = gather_positions(sequence_output, inputs["masked_lm_positions"])
+        return {"sequence_output": sequence_output,
+                "logits": self.head(sequence_output, self.encoder.embedding_table)}
+
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name, "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "head": keras.saving.serialize_keras_object(self.head)}
+
+
+def gather_positions(sequence, positions):
+    """Values of [B, L, ...] `sequence` at [B, N] `positions` -> [B, N, ...]
+    (the original's pretrain_helpers.gather_positions)."""
+    return tf.gather(sequence, positions, batch_dims=1)

@@ -1,0 +1,144 @@
+"""The original's optimizer (model/optimization.py) as Keras 3 optimizers.
+
+- WarmupPolynomialDecay: lr * (1 - min(step, T) / T) ** power, times min(1, step / warmup).
+  Warmup *overlaps* the decay (the peak is never reached exactly), and step 0 trains at lr 0,
+  both as the original.
+- AdamWeightDecay: Adam with beta1 0.9, beta2 0.999, epsilon 1e-6 and *no* bias correction,
+  plus decoupled weight decay (update += rate * param) skipped for LayerNorm and bias variables.
+- Lamb (ours, for large batches): the same update scaled per variable by the trust ratio
+  ||param|| / ||update|| (You et al., 2020); LayerNorm and bias variables are not adapted.
+
+Gradient clipping (global norm 1.0) happens in the training step on the all-reduced gradient,
+see training.apply_gradients.
+
+>>> import numpy as np, keras
+>>> schedule = WarmupPolynomialDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
+>>> [round(float(schedule(s)), 6) for s in (0, 5, 10, 50, 100)]
+[0.0, 0.000475, 0.0009, 0.0005, 0.0]
+>>> var = keras.Variable(np.ones(2, "float32"), name="kernel")
+>>> opt = AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.0)
+>>> opt.apply([np.array([1.0, -1.0], "float32")], [var])
+>>> [round(float(x), 4) for x in var.numpy()]  # moves lr * 0.1g / (sqrt(0.001g^2) + eps)
+[0.6838, 1.3162]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import keras
+from keras import ops
+
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+register = keras.saving.register_keras_serializable(package="electra_tf")
+
+
+@register
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """tf.train.polynomial_decay to 0 over num_train_steps, times min(1, step / warmup)."""
+
+    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
+                 power: float = 1.0):
+        self.learning_rate = learning_rate
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.power = power
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        progress = ops.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
+        lr = self.learning_rate * ops.power(1.0 - progress, self.power)
+        if self.num_warmup_steps > 0:
+            lr = lr * ops.minimum(1.0, step / float(self.num_warmup_steps))
+        return lr
+
+    def get_config(self) -> dict[str, Any]:
+        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps, "power": self.power}
+
+
+@register
+class AdamWeightDecay(keras.optimizers.Optimizer):
+    """The original's AdamWeightDecayOptimizer.
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  u = m / (sqrt(v) + eps) [+ rate * param]
+    param -= lr * u.  No bias correction. Variables whose path matches any of
+    `exclude_from_weight_decay` (regular expressions) get no decay. Slots are named adam_m and
+    adam_v, as the original's checkpoints name them.
+    """
+
+    def __init__(self, learning_rate=1e-3, weight_decay_rate: float = 0.0, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
+                 name: str = "AdamWeightDecay", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+
+    def uses_weight_decay(self, variable) -> bool:
+        name = getattr(variable, "path", variable.name)
+        return bool(self.weight_decay_rate) and not any(
+            re.search(pattern, name) for pattern in self.exclude_from_weight_decay)
+
+    def _adam_update(self, gradient, variable):
+        """Updates the moments; returns the step direction m / (sqrt(v) + eps) [+ decay]."""
+        index = self._get_variable_index(variable)
+        m, v = self._adam_m[index], self._adam_v[index]
+        gradient = ops.cast(gradient, variable.dtype)
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+        update = next_m / (ops.sqrt(next_v) + self.epsilon)
+        if self.uses_weight_decay(variable):
+            update = update + self.weight_decay_rate * variable
+        return update
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        self.assign_sub(variable, lr * self._adam_update(gradient, variable))
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
+                "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
+                "exclude_from_weight_decay": list(self.exclude_from_weight_decay)}
+
+
+@register
+class Lamb(AdamWeightDecay):
+    """AdamWeightDecay's direction scaled per variable by ||param|| / ||update|| (1 when either
+    norm is 0). Variables excluded from weight decay are not adapted either."""
+
+    def __init__(self, learning_rate=1e-3, name: str = "Lamb", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        update = self._adam_update(gradient, variable)
+        if self.uses_weight_decay(variable):
+            w_norm = ops.norm(ops.reshape(variable, (-1,)))
+            u_norm = ops.norm(ops.reshape(update, (-1,)))
+            ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
+            lr = lr * ratio
+        self.assign_sub(variable, lr * update)
+
+
+def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
+                     weight_decay_rate: float = 0.0, lr_decay_power: float = 1.0,
+                     optimizer: str = "adamw") -> AdamWeightDecay:
+    """The original's create_optimizer, minus the clipping (done on the reduced gradient)."""
+    schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
+                                     lr_decay_power)
+    cls = {"adamw": AdamWeightDecay, "lamb": Lamb}[optimizer]
+    return cls(learning_rate=schedule, weight_decay_rate=weight_decay_rate)

@@ -1,0 +1,32 @@
+"""electra_tf: ELECTRA pretraining and fine-tuning on TensorFlow 2 and Keras 3."""
+
+from setuptools import setup
+
+setup(
+    name="electra_tf",
+    version="0.1.0",
+    description="ELECTRA (Clark et al., ICLR 2020) on TensorFlow 2 and Keras 3: pretraining, "
+                "fine-tuning and checkpoint interop, faithful to google-research/electra.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11,<3.12",
+    packages=["electra_tf", "pretrain_data"],
+    package_data={"electra_tf": ["configs/*.json"]},
+    py_modules=["run_pretraining"],
+    install_requires=[
+        "tensorflow>=2.20,<2.21",
+        "tensorflow-text>=2.20,<2.21",
+        "tf-models-official>=2.20,<2.21",
+        "tensorflow-datasets>=4.9,<4.10",
+        "tensorboard>=2.20,<2.21",
+        "keras>=3.10,<4",
+        "absl-py>=1.4",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        # The PyTorch peer for parity tests and benchmarks: the CPU wheel, never the CUDA build.
+        "test": ["pytest>=8", "torch==2.13.0", "transformers>=5,<6", "safetensors>=0.4"],
+        "bench": ["torch==2.13.0", "transformers>=5,<6", "safetensors>=0.4"],
+    },
+)

@@ -114,7 +114,7 @@ def train_or_eval(config) -> dict[str, float]:
         step_counter=optimizer.iterations)
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        print(f"restored step {int(optimizer.iterations)} from {manager.latest_checkpoint}",
+        print(f"restored step {int(optimizer.iterations.numpy())} from {manager.latest_checkpoint}",
               flush=True)
     elif config.do_eval:
         raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "
@@ -151,7 +151,7 @@ def train_or_eval(config) -> dict[str, float]:
         lambda features: model(features, training=False), args=(batch,)))
     inv_vocab = {i: t for t, i in vocab.items()}
 
-    step = int(optimizer.iterations)
+    step = int(optimizer.iterations.numpy())
     logger = training.ProgressLogger(config.model_dir, config.num_train_steps, step,
                                      config.train_batch_size)
     log_every = config.log_steps or config.iterations_per_loop
@@ -165,12 +165,12 @@ def train_or_eval(config) -> dict[str, float]:
                       (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps,
                       step + config.iterations_per_loop]
         train_loop(iterator, tf.constant(min(boundaries) - step))
-        step = int(optimizer.iterations)
+        step = int(optimizer.iterations.numpy())
         if step % log_every == 0 or step == config.num_train_steps:
             results = metrics.results()
-            results["learning_rate"] = float(optimizer.learning_rate)
+            results["learning_rate"] = float(optimizer.learning_rate.numpy())
             if loss_scale is not None:
-                results["loss_scale"] = float(loss_scale.scale)
+                results["loss_scale"] = float(loss_scale.scale.numpy())
             logger.log(step, results, console)
             metrics.reset()
         if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:

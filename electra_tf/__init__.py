@@ -1,0 +1,12 @@
+"""ELECTRA on TensorFlow 2 and Keras 3.
+
+Importing the package registers its Keras layers, models, optimizers and schedules, so
+`keras.saving.load_model("discriminator.keras")` works after `import electra_tf`.
+"""
+
+from electra_tf import modeling, optimization  # noqa: F401  (registers Keras classes)
+from electra_tf.modeling import (  # noqa: F401
+    DiscriminatorHead, ElectraDiscriminator, ElectraGenerator, Embeddings, Encoder, MaskedLMHead,
+    TransformerLayer)
+
+__version__ = "0.1.0"

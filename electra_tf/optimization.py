@@ -86,10 +86,13 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         super().build(var_list)
         self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
 
-    def uses_weight_decay(self, variable) -> bool:
+    def is_excluded(self, variable) -> bool:
+        """LayerNorm and bias variables (by default): no weight decay, no LAMB adaptation."""
         name = getattr(variable, "path", variable.name)
-        return bool(self.weight_decay_rate) and not any(
-            re.search(pattern, name) for pattern in self.exclude_from_weight_decay)
+        return any(re.search(pattern, name) for pattern in self.exclude_from_weight_decay)
+
+    def uses_weight_decay(self, variable) -> bool:
+        return bool(self.weight_decay_rate) and not self.is_excluded(variable)
 
     def _adam_update(self, gradient, variable):
         """Updates the moments; returns the step direction m / (sqrt(v) + eps) [+ decay]."""
@@ -126,7 +129,7 @@ class Lamb(AdamWeightDecay):
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
         update = self._adam_update(gradient, variable)
-        if self.uses_weight_decay(variable):
+        if not self.is_excluded(variable):
             w_norm = ops.norm(ops.reshape(variable, (-1,)))
             u_norm = ops.norm(ops.reshape(update, (-1,)))
             ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)

@@ -143,6 +143,19 @@ def sample_from_softmax(logits, rng: tf.random.Generator | None = None, disallow
     return tf.argmax(logits + _gumbel(rng, tf.shape(logits)), -1, output_type=tf.int32)
 
 
+def replace_tokens(input_ids, sampled, masked_lm_positions, all_replaced_are_fake: bool = False):
+    """Puts generator samples into the input (the original's _get_fake_data).
+
+    Returns (fake input ids, [B, L] replaced mask, [B, L] discriminator labels). A position is
+    fake (label 1) only where it was replaced *and* the sample differs from the original token;
+    a sample equal to the original counts as real. Electric labels every replaced position fake
+    (`all_replaced_are_fake`)."""
+    fake_ids, replaced = scatter_update(input_ids, sampled, masked_lm_positions)
+    if all_replaced_are_fake:
+        return fake_ids, replaced, replaced
+    return fake_ids, replaced, replaced * tf.cast(tf.not_equal(fake_ids, input_ids), tf.int32)
+
+
 def softmax_loss(logits, targets, weights):
     """Weighted mean token cross-entropy (the original's get_softmax_output)."""
     log_probs = tf.nn.log_softmax(logits)
@@ -276,11 +289,8 @@ class PretrainingModel(keras.Model):
         disallow = tf.one_hot(masked.masked_lm_ids, c.vocab_size) if c.disallow_correct else None
         sampled = tf.stop_gradient(sample_from_softmax(mlm_logits / c.temperature, self.rng,
                                                        disallow))
-        fake_ids, replaced = scatter_update(input_ids, sampled, masked.masked_lm_positions)
-        # A sampled token equal to the original counts as real (Electric labels every replaced
-        # position fake, its negative samples being drawn from the cloze distribution).
-        labels = replaced if c.electric_objective else \
-            replaced * tf.cast(tf.not_equal(fake_ids, input_ids), tf.int32)
+        fake_ids, replaced, labels = replace_tokens(input_ids, sampled, masked.masked_lm_positions,
+                                                    c.electric_objective)
 
         hidden = self.discriminator(fake_ids, input_mask, features["segment_ids"],
                                     training=training)
@@ -359,8 +369,9 @@ class PretrainingMetrics:
                                             tf.cast(out["replaced_mask"], tf.float32))
 
     def results(self) -> dict[str, float]:
+        # A Mean that saw nothing (grad_norm during evaluation) is left out.
         return {name: float(metric.result()) for name, metric in self.metrics.items()
-                if float(metric.count if hasattr(metric, "count") else 1) > 0}
+                if not hasattr(metric, "count") or metric.count.numpy() > 0}
 
     def reset(self) -> None:
         for metric in self.metrics.values():

@@ -57,18 +57,26 @@ def make_strategy(name: str, tpu_name: str | None = None, tpu_zone: str | None =
 
 
 def on_cpu(strategy: tf.distribute.Strategy) -> bool:
-    devices = strategy.extended.worker_devices
-    return all("CPU" in d.upper() for d in devices)
+    """Whether the strategy computes on CPUs only."""
+    if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
+        # The default strategy has no device list; it runs on the first GPU if there is one.
+        return not tf.config.list_logical_devices("GPU")
+    return all("CPU" in d.upper() for d in strategy.extended.worker_devices)
 
 
 def use_xla(requested: bool | None, strategy: tf.distribute.Strategy) -> bool:
-    """XLA on by default except where it breaks: MirroredStrategy over several CPU devices.
-    (TPUs always compile; the flag changes nothing there.)"""
+    """Whether to XLA-compile the forward and backward pass.
+
+    Default (None): on for GPUs and TPUs (TPUs always compile anyway), off on CPUs, where XLA
+    measured slower (ELECTRA-Small, batch 128: 9.9 s a step against 7.6 s without) and where
+    MirroredStrategy over several CPU devices cannot use it at all."""
     works = not (strategy.num_replicas_in_sync > 1 and on_cpu(strategy))
     if requested and not works:
         log.warning("jit_compile=true does not work with several replicas on CPU devices; "
                     "running without XLA")
-    return works if requested is None else bool(requested) and works
+    if requested is None:
+        return not on_cpu(strategy)
+    return bool(requested) and works
 
 
 @contextlib.contextmanager
@@ -132,7 +140,8 @@ def apply_gradients(optimizer: keras.optimizers.Optimizer, grads, variables,
                            [tf.convert_to_tensor(g) for g in grads])
     if loss_scale is not None:
         grads = [g / loss_scale.scale for g in grads]
-    norm = tf.linalg.global_norm(grads)
+    # tf.linalg.global_norm's L2Loss kernel is single-threaded: 0.3 s a step for ELECTRA-Small.
+    norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
     grads, _ = tf.clip_by_global_norm(grads, CLIP_NORM, use_norm=norm)
     # Keras' apply() sums gradients across replicas again: give each replica an equal share.
     shares = [g / ctx.num_replicas_in_sync for g in grads]

@@ -1,0 +1,98 @@
+"""Hyperparameters: the original's names, the size presets, and clear errors."""
+
+import json
+
+import pytest
+
+from conftest import tiny_config
+from electra_tf import config
+
+
+def test_defaults_are_the_originals_and_small_preset():
+    c = config.from_hparams("m", "/data")
+    assert (c.mask_prob, c.gen_weight, c.disc_weight, c.learning_rate) == (0.15, 1.0, 50.0, 5e-4)
+    assert (c.weight_decay_rate, c.num_warmup_steps, c.lr_decay_power) == (0.01, 10000, 1.0)
+    assert (c.embedding_size, c.max_seq_length, c.train_batch_size) == (128, 128, 128)
+    assert c.max_predictions_per_seq == 19  # int((0.15 + 0.005) * 128)
+    assert c.pretrain_tfrecords == "/data/pretrain_tfrecords/pretrain_data.tfrecord*"
+    assert c.model_dir == "/data/models/m" and c.vocab_file == "/data/vocab.txt"
+    bert = c.bert_config()
+    assert (bert["hidden_size"], bert["num_hidden_layers"], bert["num_attention_heads"],
+            bert["intermediate_size"]) == (256, 12, 4, 1024)
+    gen = c.generator_bert_config()
+    assert (gen["hidden_size"], gen["num_attention_heads"], gen["intermediate_size"]) == \
+        (64, 1, 256)
+
+
+@pytest.mark.parametrize("size, hidden, layers, embedding, gen_hidden, mask_prob, seq", [
+    ("base", 768, 12, 768, 256, 0.15, 512),
+    ("large", 1024, 24, 1024, 256, 0.25, 512),
+    ("small++", 256, 12, 128, 256, 0.15, 512),
+])
+def test_size_presets(size, hidden, layers, embedding, gen_hidden, mask_prob, seq):
+    c = config.from_hparams("m", "/data", {"model_size": size})
+    assert c.bert_config()["hidden_size"] == hidden
+    assert c.bert_config()["num_hidden_layers"] == layers
+    assert c.resolved_embedding_size() == embedding
+    assert c.generator_bert_config()["hidden_size"] == gen_hidden
+    assert (c.mask_prob, c.max_seq_length) == (mask_prob, seq)
+
+
+def test_user_hparams_override_presets_and_debug():
+    c = config.from_hparams("m", "/d", {"model_size": "base", "learning_rate": 1e-4,
+                                        "debug": True, "num_train_steps": 7,
+                                        "model_hparam_overrides": {"num_hidden_layers": 3}})
+    assert c.learning_rate == 1e-4 and c.num_train_steps == 7
+    assert c.train_batch_size == 8  # debug's
+    assert c.bert_config()["hidden_size"] == 144  # the original's debug model
+
+
+def test_hparams_from_a_json_file(tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps({"mask_prob": 0.25, "num_train_steps": 1e6}))
+    c = config.from_hparams("m", "/d", str(path))
+    assert c.mask_prob == 0.25 and c.num_train_steps == 1000000
+    assert isinstance(c.num_train_steps, int)
+
+
+def test_vocab_size_comes_from_the_vocab_file(tmp_path):
+    (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(1234)) + "\n")
+    assert config.from_hparams("m", str(tmp_path)).vocab_size == 1234
+    assert config.from_hparams("m", str(tmp_path), {"vocab_size": 2000}).vocab_size == 2000
+
+
+@pytest.mark.parametrize("hparams, message", [
+    ({"mask_probability": 0.1}, "unknown hparam 'mask_probability'; valid hparams: "),
+    ({"mask_prob": 0}, "'mask_prob': must be in (0, 1)"),
+    ({"mask_prob": "0.15"}, "'mask_prob' must be float"),
+    ({"do_eval": "yes"}, "'do_eval' must be true or false"),
+    ({"model_size": "huge"}, "unknown size 'huge'"),
+    ({"train_batch_size": 0}, "'train_batch_size': must be at least 1"),
+    ({"model_hparam_overrides": {"hiden_size": 3}}, "unknown keys ['hiden_size']"),
+    ({"max_seq_length": 1024}, "exceeds max_position_embeddings 512"),
+    ({"untied_generator": False}, "'untied_generator'"),
+    ({"strategy": "horovod"}, "'strategy': one of"),
+    ({"precision": "float16"}, "'precision': one of"),
+    ({"do_eval": True}, "exactly one of do_train and do_eval"),
+    ({"generator_hidden_size": 2.0}, "'generator_hidden_size'"),
+])
+def test_bad_hparams_fail_naming_the_key(hparams, message):
+    with pytest.raises(config.ConfigError) as error:
+        config.from_hparams("m", "/d", hparams)
+    assert message in str(error.value)
+
+
+def test_bad_hparams_text():
+    with pytest.raises(config.ConfigError, match="not valid JSON"):
+        config.from_hparams("m", "/d", "{mask_prob: 0.1}")
+    with pytest.raises(config.ConfigError, match="no such file"):
+        config.from_hparams("m", "/d", "/nonexistent/h.json")
+    with pytest.raises(config.ConfigError, match="must be a JSON object"):
+        config.from_hparams("m", "/d", "[1, 2]")
+    with pytest.raises(config.ConfigError, match="--model_name is required"):
+        config.from_hparams("", "/d")
+
+
+def test_config_round_trips_through_json():
+    c = tiny_config()
+    assert json.loads(c.to_json())["model_hparam_overrides"]["hidden_size"] == 32

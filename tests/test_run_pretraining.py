@@ -1,0 +1,143 @@
+"""run_pretraining.py end to end, in subprocesses, as a user runs it."""
+
+import glob
+import json
+import os
+import pickle
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import electra_tf  # noqa: F401  (registers the Keras classes load_model needs)
+from conftest import TINY_MODEL, run_script, write_tfrecords
+
+SCALARS = {"loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy",
+           "sampled_masked_lm_accuracy", "disc_accuracy", "disc_precision", "disc_recall",
+           "disc_auc", "replaced_fraction", "learning_rate", "grad_norm", "examples_per_second"}
+
+
+def _hparams(**extra):
+    return json.dumps({**TINY_MODEL, **extra})
+
+
+def _event_tags(model_dir):
+    tags = {}
+    for path in sorted(glob.glob(os.path.join(model_dir, "events.out.tfevents*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append(event.step)
+    return tags
+
+
+def _check(result):
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return result.stdout
+
+
+def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
+    model_dir = data_dir / "models" / "tiny"
+    out = _check(run_script("run_pretraining.py", "--data-dir", str(data_dir), "--model-name",
+                            "tiny", "--hparams", _hparams(num_train_steps=4,
+                                                          iterations_per_loop=2,
+                                                          save_checkpoints_steps=2,
+                                                          text_summary_steps=2)))
+    assert "step 2/4" in out and "step 4/4" in out
+    assert "restored" not in out
+    assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
+    assert os.path.exists(model_dir / "ckpt-2.index")
+    tags = _event_tags(model_dir)
+    assert SCALARS <= set(tags), SCALARS - set(tags)
+    assert tags["loss"] == [2, 4] and "example" in tags
+    saved = json.loads((model_dir / "pretrain_config.json").read_text())
+    assert saved["num_train_steps"] == 4 and saved["model_hparam_overrides"]["hidden_size"] == 32
+    disc = keras.saving.load_model(model_dir / "discriminator.keras")
+    ids = np.full((1, 32), 2000, np.int32)
+    logits = disc({"input_ids": ids, "input_mask": np.ones_like(ids),
+                   "segment_ids": np.zeros_like(ids)})["logits"]
+    assert logits.shape == (1, 32)
+    assert os.path.exists(model_dir / "generator.keras")
+    reader = tf.train.load_checkpoint(str(model_dir / "ckpt-4"))
+    step_4 = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+              if "optimizer/_iterations" in k}
+
+    # The same command with more steps resumes from step 4, optimizer state and all.
+    out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
+                            "tiny", "--hparams", _hparams(num_train_steps=6,
+                                                          iterations_per_loop=2,
+                                                          save_checkpoints_steps=2)))
+    assert f"restored step 4 from {model_dir / 'ckpt-4'}" in out
+    assert "step 2/6" not in out and "step 6/6" in out
+    assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-6")
+    assert [int(v) for v in step_4.values()] == [4]
+    assert max(_event_tags(model_dir)["loss"]) == 6
+
+
+def test_eval_writes_results(data_dir):
+    common = ["run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "tiny"]
+    _check(run_script(*common, "--hparams", _hparams(num_train_steps=2, iterations_per_loop=2,
+                                                     text_summary_steps=0)))
+    out = _check(run_script(*common, "--hparams", _hparams(do_train=False, do_eval=True,
+                                                           num_eval_steps=3)))
+    assert "restored step 2" in out and "disc_auc = " in out
+    results_dir = data_dir / "models" / "tiny" / "results"
+    text = (results_dir / "unsup_results.txt").read_text()
+    assert "masked_lm_accuracy = " in text and "disc_loss = " in text
+    results = pickle.loads((results_dir / "unsup_results.pkl").read_bytes())
+    assert 0.0 <= results["disc_auc"] <= 1.0 and results["masked_lm_loss"] > 0
+
+
+def test_mirrored_strategy_over_two_logical_cpus(data_dir):
+    out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
+                            "m", "--num_cpu_devices", "2", "--hparams",
+                            _hparams(strategy="mirrored", num_train_steps=2,
+                                     iterations_per_loop=2, text_summary_steps=2)))
+    assert "with 2 replica(s)" in out and "XLA off" in out and "step 2/2" in out
+    result = run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "m2",
+                        "--num_cpu_devices", "2", "--hparams",
+                        _hparams(strategy="mirrored", train_batch_size=7))
+    assert result.returncode != 0
+    assert "'train_batch_size' = 7 is not divisible by the 2 replicas" in result.stderr
+
+
+def test_mixed_bfloat16_run(data_dir):
+    out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
+                            "bf16", "--hparams", _hparams(precision="mixed_bfloat16",
+                                                          num_train_steps=2,
+                                                          iterations_per_loop=2)))
+    assert "precision mixed_bfloat16" in out and "step 2/2" in out
+
+
+@pytest.mark.parametrize("hparams, message", [
+    ('{"mask_prob": 0}', "'mask_prob': must be in (0, 1)"),
+    ('{"bogus": 1}', "unknown hparam 'bogus'; valid hparams: "),
+    ('{"max_seq_length": 64}', "has length 32 but max_seq_length is 64"),
+])
+def test_bad_input_fails_with_a_clear_message(data_dir, hparams, message):
+    result = run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "x",
+                        "--hparams", hparams)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr[-3000:]
+
+
+def test_missing_tfrecords_and_vocab(tmp_path):
+    result = run_script("run_pretraining.py", "--data_dir", str(tmp_path), "--model_name", "x")
+    assert result.returncode != 0 and "vocab.txt not found" in result.stderr
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
+    result = run_script("run_pretraining.py", "--data_dir", str(tmp_path), "--model_name", "x")
+    assert result.returncode != 0 and "no TFRecords match" in result.stderr
+
+
+def test_input_pipeline_shards_files_per_worker(tmp_path):
+    from electra_tf import data
+    files = write_tfrecords(tmp_path, num_files=4, examples_per_file=8)
+    seen = []
+    for worker in range(2):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker,
+                                         num_replicas_in_sync=2)
+        ds = data.pretraining_dataset(files, 8, 32, is_training=False, input_context=ctx)
+        batches = [b["input_ids"].numpy() for b in ds.take(2)]
+        assert batches[0].shape == (8, 32) and batches[0].dtype == np.int32
+        seen.append({tuple(row) for b in batches for row in b})
+    assert not seen[0] & seen[1]  # disjoint files, so disjoint examples

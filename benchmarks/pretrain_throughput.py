@@ -1,0 +1,477 @@
+"""Training throughput of one ELECTRA-Small pretraining step: electra_tf against PyTorch.
+
+Run from the repository root:
+
+  python benchmarks/pretrain_throughput.py               # batch 128 x seq 128, 3 timed steps
+  python benchmarks/pretrain_throughput.py --also_bf16   # plus a mixed_bfloat16 row for ours
+  python benchmarks/pretrain_throughput.py --quick       # smoke run: batch 8 x seq 32, 1 step
+
+What it measures, in one process on this machine:
+  * electra_tf: run_pretraining.py's train step (forward and backward under a GradientTape,
+    XLA as training.use_xla decides, then training.apply_gradients and the metrics update),
+    driven by training.run_steps on the default strategy, one step per call.
+  * the peer: transformers' ElectraForMaskedLM (generator) and ElectraForPreTraining
+    (discriminator) of the same sizes with tied embeddings, the same masking, sampling and loss,
+    torch.optim.AdamW and clip_grad_norm_(1.0). Its generator computes vocabulary logits at
+    every position, as HF's model does; the MLM loss only reads the masked ones.
+  * the fp32 matmul peak of tf.matmul and torch.matmul (the machine's peak is the better one),
+    plus tf's bfloat16 matmul peak for reference.
+Both models train on one fixed random batch with dropout on and random weights (nothing is
+downloaded). Each step time is the median of --steps timed steps after one warm-up step (which
+includes tracing). Model FLOPs are counted analytically (see pretraining_step_flops); the
+utilization column is model FLOPs / step time / fp32 matmul peak.
+
+A benchmark, not a test: run it on an otherwise idle machine, as timings are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import importlib.metadata
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF is imported: no C++ chatter
+os.environ["KERAS_BACKEND"] = "tensorflow"  # electra_tf is TensorFlow-only
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+    sys.path.insert(0, REPO_ROOT)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from electra_tf import config as config_lib  # noqa: E402
+from electra_tf import optimization, pretraining, training  # noqa: E402
+
+SPECIAL = pretraining.SpecialIds()  # [PAD]=0, [CLS]=101, [SEP]=102, [MASK]=103
+TOKEN_RANGE = (1000, 30000)  # random "word" ids, clear of the special tokens
+SEED = 1234
+MATMUL_SIZES = (1024, 2048, 4096)
+QUICK_MATMUL_SIZES = (512, 1024)
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the results table."""
+    implementation: str
+    precision: str
+    step_times: list[float]
+    batch_size: int
+    model_flops: float  # the ELECTRA step's useful matmul FLOPs (ours)
+    executed_flops: float  # the matmul FLOPs this implementation actually performs
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(self.step_times)
+
+    @property
+    def examples_per_second(self) -> float:
+        return self.batch_size / self.seconds
+
+
+# ----------------------------------------------------------------------------- FLOP counting
+
+def encoder_flops_per_token(hidden: int, layers: int, intermediate: int, embedding: int,
+                            seq_length: int) -> int:
+    """Forward matmul FLOPs per token of a BERT encoder (2 FLOPs per multiply-add).
+
+    Per layer: the query/key/value projections 6H^2, the attention output 2H^2, the
+    feed-forward 4HI, and attention scores (QK^T) plus context (PV) 4LH; once, the projection
+    from the embedding width 2EH when E != H. Softmax, LayerNorm, GELU and the embedding
+    lookups are not matmuls and are left out."""
+    per_layer = 6 * hidden**2 + 2 * hidden**2 + 4 * hidden * intermediate + 4 * seq_length * hidden
+    projection = 2 * embedding * hidden if embedding != hidden else 0
+    return layers * per_layer + projection
+
+
+def pretraining_step_flops(config: config_lib.PretrainingConfig, batch_size: int,
+                           seq_length: int, mlm_positions_per_seq: int) -> float:
+    """Matmul FLOPs of one ELECTRA training step (generator + discriminator, forward and
+    backward), for the standard setup: separate generator, tied embeddings, MLM head.
+
+    forward = batch * seq * (discriminator encoder + discriminator head 2H^2 + 2H
+                             + generator encoder)
+              + batch * mlm_positions_per_seq * generator MLM head (2 Hg E + 2 E V)
+    and the step costs 3x forward (the backward pass is about twice the forward).
+    Ours computes the MLM head only at the max_predictions_per_seq masked positions; HF's
+    ElectraForMaskedLM computes it at every position (mlm_positions_per_seq = seq_length)."""
+    disc, gen = config.bert_config(), config.generator_bert_config()
+    embedding, vocab = config.resolved_embedding_size(), disc["vocab_size"]
+
+    def encoder(bert: dict[str, Any]) -> int:
+        return encoder_flops_per_token(bert["hidden_size"], bert["num_hidden_layers"],
+                                       bert["intermediate_size"], embedding, seq_length)
+
+    hidden = disc["hidden_size"]
+    per_token = encoder(disc) + 2 * hidden**2 + 2 * hidden + encoder(gen)
+    mlm_head = 2 * gen["hidden_size"] * embedding + 2 * embedding * vocab
+    forward = batch_size * seq_length * per_token + batch_size * mlm_positions_per_seq * mlm_head
+    return 3.0 * forward
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def time_calls(fn: Callable[[], Any], warmup: int, reps: int) -> list[float]:
+    """Wall-clock seconds of `reps` calls of a synchronous `fn` after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    gc.collect()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def progress(message: str) -> None:
+    """Progress goes to stderr, so stdout is only the report."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def random_batch(batch_size: int, seq_length: int, seed: int = SEED) -> dict[str, np.ndarray]:
+    """Full-length sequences [CLS] w1 ... wn [SEP] of random ids, no padding, one segment."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(*TOKEN_RANGE, size=(batch_size, seq_length), dtype=np.int32)
+    ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
+    return {"input_ids": ids, "input_mask": np.ones_like(ids),
+            "segment_ids": np.zeros_like(ids)}
+
+
+def electra_small_config(batch_size: int, seq_length: int,
+                         precision: str) -> config_lib.PretrainingConfig:
+    """ELECTRA-Small's pretraining config; data_dir need not exist (nothing is read)."""
+    return config_lib.from_hparams("bench", "/tmp/nodata", {
+        "model_size": "small", "train_batch_size": batch_size, "max_seq_length": seq_length,
+        "precision": precision, "vocab_size": 30522, "seed": SEED})
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def import_torch():
+    """torch, limited to the 2 threads of this machine's 2 cores (imported only when used)."""
+    import torch
+
+    torch.set_num_threads(2)
+    return torch
+
+
+def version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+# ----------------------------------------------------------------------------- matmul peaks
+
+def tf_matmul_gflops(n: int, dtype: tf.DType, reps: int) -> float:
+    """Best GFLOP/s of an n x n x n tf.matmul inside a tf.function."""
+    a = tf.cast(tf.random.normal([n, n], seed=1), dtype)
+    b = tf.cast(tf.random.normal([n, n], seed=2), dtype)
+    matmul = tf.function(tf.matmul)
+    best = min(time_calls(lambda: matmul(a, b).numpy(), warmup=1, reps=reps))
+    return 2.0 * n**3 / best / 1e9
+
+
+def torch_matmul_gflops(n: int, reps: int) -> float:
+    """Best GFLOP/s of an n x n x n float32 torch.matmul."""
+    torch = import_torch()
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    with torch.inference_mode():
+        best = min(time_calls(lambda: torch.matmul(a, b), warmup=1, reps=reps))
+    return 2.0 * n**3 / best / 1e9
+
+
+# ----------------------------------------------------------------------------- ours
+
+def bench_electra_tf(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
+                     steps: int) -> tuple[list[float], str]:
+    """Step times of run_pretraining.py's train step; returns (times, XLA description)."""
+    strategy = training.make_strategy(config.strategy)
+    jit = training.use_xla(config.jit_compile, strategy)
+    tf.random.set_seed(SEED)
+    keras.utils.set_random_seed(SEED)
+    with training.precision_policy(config.precision), strategy.scope():
+        rng = tf.random.Generator.from_seed(SEED)
+        model = pretraining.PretrainingModel(config, SPECIAL, rng)
+        model.build()
+        metrics = pretraining.PretrainingMetrics(model.electra)
+        optimizer = optimization.create_optimizer(
+            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+            config.weight_decay_rate, config.lr_decay_power, config.optimizer)
+        optimizer.build(model.trainable_variables)
+    variables = model.trainable_variables
+    replicas = strategy.num_replicas_in_sync
+
+    # The same step as run_pretraining.train_or_eval (float32 / bfloat16: no loss scale).
+    def forward_backward(features):
+        with tf.GradientTape() as tape:
+            out = model(features, training=True)
+            loss = out["loss"] / replicas
+        return tape.gradient(loss, variables), out
+
+    forward_backward = training.maybe_jit(forward_backward, jit)
+
+    def train_step(features):
+        grads, out = forward_backward(features)
+        norm = training.apply_gradients(optimizer, grads, variables)
+        metrics.update(out, norm)
+
+    # One fixed batch, fed as run_pretraining feeds its TFRecords.
+    dataset = tf.data.Dataset.from_tensors({k: tf.constant(v) for k, v in batch.items()})
+    iterator = iter(strategy.distribute_datasets_from_function(lambda _: dataset.repeat()))
+    loop = training.run_steps(strategy, train_step)
+    one = tf.constant(1)
+
+    def step() -> None:
+        loop(iterator, one)
+        int(optimizer.iterations)  # waits for the step's updates
+
+    times = time_calls(step, warmup=1, reps=steps)
+    loss = metrics.results().get("loss", float("nan"))
+    progress(f"  electra_tf {config.precision}: mean loss {loss:.3f} over "
+             f"{int(optimizer.iterations)} steps")
+    return times, f"XLA {'on' if jit else 'off'} (training.use_xla)"
+
+
+# ----------------------------------------------------------------------------- the peer
+
+def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
+                steps: int) -> tuple[list[float], str]:
+    """Step times of the PyTorch + transformers peer; returns (times, attention kernel)."""
+    torch = import_torch()
+    import torch.nn.functional as F
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    torch.manual_seed(SEED)
+    disc_bert, gen_bert = config.bert_config(), config.generator_bert_config()
+
+    def hf_config(bert: dict[str, Any]) -> ElectraConfig:
+        return ElectraConfig(
+            vocab_size=bert["vocab_size"], embedding_size=config.resolved_embedding_size(),
+            hidden_size=bert["hidden_size"], num_hidden_layers=bert["num_hidden_layers"],
+            num_attention_heads=bert["num_attention_heads"],
+            intermediate_size=bert["intermediate_size"], hidden_act=bert["hidden_act"],
+            hidden_dropout_prob=bert["hidden_dropout_prob"],
+            attention_probs_dropout_prob=bert["attention_probs_dropout_prob"],
+            max_position_embeddings=bert["max_position_embeddings"],
+            type_vocab_size=bert["type_vocab_size"],
+            initializer_range=bert["initializer_range"], layer_norm_eps=1e-12)
+
+    discriminator = ElectraForPreTraining(hf_config(disc_bert))
+    generator = ElectraForMaskedLM(hf_config(gen_bert))
+    # ELECTRA's tying: one embeddings block (word, position, token type, LayerNorm), and the
+    # generator's output layer is the word-embedding matrix.
+    generator.electra.embeddings = discriminator.electra.embeddings
+    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    generator.train()
+    discriminator.train()
+    params = list({id(p): p for m in (generator, discriminator)
+                   for p in m.parameters()}.values())  # shared tensors once
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=1e-6,
+                                  weight_decay=config.weight_decay_rate)
+
+    input_ids = torch.from_numpy(batch["input_ids"]).long()
+    input_mask = torch.from_numpy(batch["input_mask"]).long()
+    segment_ids = torch.from_numpy(batch["segment_ids"]).long()
+    rows = torch.arange(input_ids.shape[0])[:, None]
+    n = config.max_predictions_per_seq
+
+    def mask_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Ours (pretraining.mask) in torch: N draws with replacement per example over the
+        maskable tokens; 85% of them become [MASK]. Returns masked ids, positions, original
+        ids there, weights."""
+        candidates = input_mask.bool()
+        for token in (SPECIAL.cls, SPECIAL.sep, SPECIAL.mask):
+            candidates &= input_ids != token
+        num_to_predict = torch.round(input_mask.sum(-1) * config.mask_prob).long().clamp(1, n)
+        weights = (torch.arange(n)[None] < num_to_predict[:, None]).float()
+        any_candidate = candidates.any(-1, keepdim=True)
+        weights *= any_candidate.float()
+        draw_from = (candidates | ~any_candidate).float()  # rows without candidates: dummies
+        positions = torch.multinomial(draw_from, n, replacement=True) * weights.long()
+        masked_lm_ids = input_ids.gather(1, positions) * weights.long()
+        use_mask = (torch.rand(positions.shape) < pretraining.REPLACE_WITH_MASK_PROB).long()
+        masked = input_ids.scatter(1, positions * use_mask, SPECIAL.mask)
+        masked[:, 0] = input_ids[:, 0]  # unused draws point at position 0: leave it alone
+        return masked, positions, masked_lm_ids, weights
+
+    losses: list[float] = []
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        masked, positions, masked_lm_ids, weights = mask_batch()
+        logits = generator(input_ids=masked, attention_mask=input_mask,
+                           token_type_ids=segment_ids).logits  # [B, L, V]
+        mlm_logits = logits[rows, positions]  # [B, N, V]
+        nll = -F.log_softmax(mlm_logits, -1).gather(-1, masked_lm_ids[..., None]).squeeze(-1)
+        gen_loss = (weights * nll).sum() / (weights.sum() + 1e-6)
+
+        with torch.no_grad():  # Gumbel-max sample of the replacements
+            uniform = torch.rand(mlm_logits.shape)
+            gumbel = -torch.log(-torch.log(uniform + 1e-9) + 1e-9)
+            sampled = (mlm_logits / config.temperature + gumbel).argmax(-1)
+            fake = input_ids.scatter(1, positions, sampled)
+            fake[:, 0] = input_ids[:, 0]
+            replaced = torch.zeros_like(input_ids).scatter(1, positions, 1)
+            replaced[:, 0] = 0
+            labels = (replaced.bool() & (fake != input_ids)).float()
+
+        disc_logits = discriminator(input_ids=fake, attention_mask=input_mask,
+                                    token_type_ids=segment_ids).logits  # [B, L]
+        real = input_mask.float()
+        disc_loss = F.binary_cross_entropy_with_logits(
+            disc_logits, labels, weight=real, reduction="sum") / (real.sum() + 1e-6)
+        loss = config.gen_weight * gen_loss + config.disc_weight * disc_loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+
+    times = time_calls(step, warmup=1, reps=steps)
+    progress(f"  torch: mean loss {statistics.mean(losses):.3f} over {len(losses)} steps")
+    attention = getattr(discriminator.config, "_attn_implementation", None) or "default"
+    return times, attention
+
+
+# ----------------------------------------------------------------------------- report
+
+def markdown_table(rows: Sequence[Row], peak_gflops: float) -> str:
+    header = ("| implementation | precision | step time s | examples/s | model GFLOP/step | "
+              "GFLOP/s | % of fp32 matmul peak | executed GFLOP/step | executed % of peak |")
+    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
+    for row in rows:
+        model_rate = row.model_flops / row.seconds / 1e9
+        executed_rate = row.executed_flops / row.seconds / 1e9
+        lines.append(
+            f"| {row.implementation} | {row.precision} | {row.seconds:.3f} | "
+            f"{row.examples_per_second:.2f} | {row.model_flops / 1e9:.1f} | {model_rate:.1f} | "
+            f"{100 * model_rate / peak_gflops:.1f} | {row.executed_flops / 1e9:.1f} | "
+            f"{100 * executed_rate / peak_gflops:.1f} |")
+    return "\n".join(lines)
+
+
+def format_peaks(label: str, peaks: dict[int, float]) -> str:
+    sizes = ", ".join(f"n={n}: {g:.1f}" for n, g in peaks.items())
+    return f"{label}: best {max(peaks.values()):.1f} GFLOP/s ({sizes})"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=3,
+                        help="timed steps after one warm-up step; the median is reported")
+    parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"),
+                        help="precision policy of our model")
+    parser.add_argument("--also_bf16", action="store_true",
+                        help="add a mixed_bfloat16 row for our model")
+    parser.add_argument("--skip_torch", action="store_true", help="skip the PyTorch peer")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: batch 8, seq 32, 1 step, small matmuls")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.batch_size, args.seq_length, args.steps = 8, 32, 1
+    if min(args.batch_size, args.seq_length, args.steps) < 1:
+        parser.error("--batch_size, --seq_length and --steps must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    precisions = [args.precision]
+    if args.also_bf16 and "mixed_bfloat16" not in precisions:
+        precisions.append("mixed_bfloat16")
+    config = electra_small_config(args.batch_size, args.seq_length, "float32")
+    batch = random_batch(args.batch_size, args.seq_length)
+    n_mlm = config.max_predictions_per_seq
+    ours_flops = pretraining_step_flops(config, args.batch_size, args.seq_length, n_mlm)
+    peer_flops = pretraining_step_flops(config, args.batch_size, args.seq_length,
+                                        args.seq_length)
+
+    # Matmul peaks first, on a quiet process.
+    sizes = QUICK_MATMUL_SIZES if args.quick else MATMUL_SIZES
+    reps = 2 if args.quick else 3
+    progress(f"matmul peaks at n = {sizes}")
+    tf_fp32 = {n: tf_matmul_gflops(n, tf.float32, reps) for n in sizes}
+    tf_bf16 = {n: tf_matmul_gflops(n, tf.bfloat16, reps) for n in sizes}
+    torch_fp32 = {} if args.skip_torch else {n: torch_matmul_gflops(n, reps) for n in sizes}
+    peak = max(list(tf_fp32.values()) + list(torch_fp32.values()))
+
+    rows: list[Row] = []
+    xla = ""
+    for precision in precisions:
+        progress(f"electra_tf, {precision}: 1 warm-up + {args.steps} timed steps")
+        times, xla = bench_electra_tf(
+            electra_small_config(args.batch_size, args.seq_length, precision), batch, args.steps)
+        rows.append(Row("electra_tf (TF/Keras)", precision, times, args.batch_size, ours_flops,
+                        ours_flops))
+        gc.collect()
+    attention = None
+    if not args.skip_torch:
+        progress(f"PyTorch + transformers, float32: 1 warm-up + {args.steps} timed steps")
+        times, attention = bench_torch(config, batch, args.steps)
+        rows.append(Row("PyTorch + transformers", "float32", times, args.batch_size,
+                        ours_flops, peer_flops))
+
+    disc, gen = config.bert_config(), config.generator_bert_config()
+    print("# ELECTRA-Small pretraining step throughput\n")
+    print(f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"- versions: python {platform.python_version()}, tensorflow {tf.__version__}, "
+          f"keras {keras.__version__}, torch {version('torch')}, "
+          f"transformers {version('transformers')}")
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"- CPU: {cpu_name()}; {os.cpu_count()} CPUs ({usable} usable)")
+    print(f"- model: discriminator H{disc['hidden_size']}/L{disc['num_hidden_layers']}/"
+          f"A{disc['num_attention_heads']}/I{disc['intermediate_size']}, generator "
+          f"H{gen['hidden_size']}/L{gen['num_hidden_layers']}/A{gen['num_attention_heads']}/"
+          f"I{gen['intermediate_size']}, embedding {config.resolved_embedding_size()}, vocab "
+          f"{config.vocab_size}, {n_mlm} masked positions per sequence")
+    print(f"- batch {args.batch_size} x seq {args.seq_length}; step time = median of "
+          f"{args.steps} timed step(s) after 1 warm-up step; dropout on; random weights")
+    print(f"- electra_tf: run_pretraining's train step (incl. metrics) in training.run_steps, "
+          f"default strategy, 1 replica, {xla}")
+    if attention is not None:
+        print(f"- peer: ElectraForMaskedLM + ElectraForPreTraining with tied embeddings, "
+              f"attention '{attention}', MLM head at all {args.seq_length} positions, "
+              f"AdamW + clip_grad_norm_(1.0), torch threads 2")
+    print("- model GFLOP/step: ELECTRA's matmul FLOPs (MLM head at the masked positions only), "
+          "3x forward; executed: what the implementation computes\n")
+    print(markdown_table(rows, peak))
+    print()
+    print(f"- {format_peaks('tf.matmul float32', tf_fp32)}")
+    if torch_fp32:
+        print(f"- {format_peaks('torch.matmul float32', torch_fp32)}")
+    print(f"- machine fp32 matmul peak (best of the above): {peak:.1f} GFLOP/s")
+    print(f"- {format_peaks('tf.matmul bfloat16 (informational)', tf_bf16)}")
+    for row in rows:
+        times = ", ".join(f"{t:.3f}" for t in row.step_times)
+        print(f"- step times of {row.implementation} {row.precision} (s): {times}")
+    peer = [r for r in rows if r.implementation.startswith("PyTorch")]
+    for row in rows:
+        if peer and row is not peer[0]:
+            print(f"- speedup ours ({row.precision}) / peer (float32): "
+                  f"{row.examples_per_second / peer[0].examples_per_second:.2f}x examples/s")
+
+
+if __name__ == "__main__":
+    main()

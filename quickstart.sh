@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Pretrains a small ELECTRA end to end on the corpus shipped in pretrain_data/sample/:
+# text -> TFRecords -> pretraining (checkpoints, TensorBoard, exported models) -> evaluation.
+# DATA_DIR (default ./demo_data) takes the original's layout; rerunning resumes.
+set -euo pipefail
+cd "$(dirname "$0")"
+DATA_DIR=${DATA_DIR:-demo_data}
+HPARAMS=configs/hparams/quickstart.json
+
+mkdir -p "$DATA_DIR"
+cp pretrain_data/sample/vocab.txt "$DATA_DIR/vocab.txt"
+python pretrain_data/build_pretraining_dataset.py --corpus_dir pretrain_data/sample/corpus \
+  --vocab_file "$DATA_DIR/vocab.txt" --output_dir "$DATA_DIR/pretrain_tfrecords" \
+  --max_seq_length 128 --num_out_files 8
+python run_pretraining.py --data_dir "$DATA_DIR" --model_name quickstart --hparams "$HPARAMS"
+python run_pretraining.py --data_dir "$DATA_DIR" --model_name quickstart --hparams "$(python -c \
+  'import json, sys; h = json.load(open(sys.argv[1])); h.update(do_train=False, do_eval=True); print(json.dumps(h))' \
+  "$HPARAMS")"
+echo "TensorBoard: tensorboard --logdir $DATA_DIR/models/quickstart"

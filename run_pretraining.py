@@ -11,6 +11,7 @@ writes DATA_DIR/models/NAME/results/unsup_results.txt.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import time
@@ -62,12 +63,13 @@ def train_or_eval(config) -> dict[str, float]:
     the last logging interval or of the evaluation."""
     import tensorflow as tf
 
+    from electra_tf import config as config_lib
     from electra_tf import data, optimization, pretraining, training
 
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
     if len(vocab) > config.vocab_size:
-        raise ValueError(f"hparam 'vocab_size' is {config.vocab_size} but {config.vocab_file} "
+        raise config_lib.ConfigError(f"hparam 'vocab_size' is {config.vocab_size} but {config.vocab_file} "
                          f"has {len(vocab)} tokens; remove vocab_size to take it from the file")
     files = data.check_files(config.pretrain_tfrecords if config.do_train
                              else config.eval_tfrecords, config.max_seq_length)
@@ -78,7 +80,7 @@ def train_or_eval(config) -> dict[str, float]:
     batch_size = config.train_batch_size if config.do_train else config.eval_batch_size
     batch_key = "train_batch_size" if config.do_train else "eval_batch_size"
     if batch_size % replicas:
-        raise ValueError(f"hparam {batch_key!r} = {batch_size} is not divisible by the "
+        raise config_lib.ConfigError(f"hparam {batch_key!r} = {batch_size} is not divisible by the "
                          f"{replicas} replicas of strategy {config.strategy!r}")
     jit = training.use_xla(config.jit_compile, strategy)
 
@@ -87,8 +89,12 @@ def train_or_eval(config) -> dict[str, float]:
     print(f"strategy {config.strategy} with {replicas} replica(s), precision {config.precision}"
           f", XLA {'on' if jit else 'off'}, {len(files)} input file(s)", flush=True)
     tf.io.gfile.makedirs(config.model_dir)
+    saved_config = os.path.join(config.model_dir, "pretrain_config.json")
+    if tf.train.latest_checkpoint(config.model_dir) and tf.io.gfile.exists(saved_config):
+        with tf.io.gfile.GFile(saved_config) as f:
+            config_lib.check_resumable(config, json.load(f), saved_config)
     if config.do_train:
-        with tf.io.gfile.GFile(os.path.join(config.model_dir, "pretrain_config.json"), "w") as f:
+        with tf.io.gfile.GFile(saved_config, "w") as f:
             f.write(config.to_json())
 
     if config.seed is not None:
@@ -230,14 +236,14 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     from electra_tf import config as config_lib
-    from electra_tf import training
+    from electra_tf import data, training
 
     try:
         config = config_lib.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
-    except config_lib.ConfigError as e:
+        training.split_cpu(FLAGS.num_cpu_devices)
+        train_or_eval(config)
+    except (config_lib.ConfigError, data.InputError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
-    training.split_cpu(FLAGS.num_cpu_devices)
-    train_or_eval(config)
 
 
 if __name__ == "__main__":

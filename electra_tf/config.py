@@ -207,6 +207,30 @@ def preset(model_size: str) -> dict[str, Any]:
     return json.loads(files.joinpath(name).read_text())
 
 
+# The hparams that decide the variables' shapes: a checkpoint only restores into the same.
+SHAPE_KEYS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
+              "generator_hidden_size", "generator_layers", "untied_generator_embeddings",
+              "untied_generator", "uniform_generator", "electra_objective",
+              "electric_objective", "two_tower_generator", "debug", "optimizer")
+
+
+def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str) -> None:
+    """Fails naming every shape-deciding hparam that differs from the run saved in `where`."""
+    def shape(c: dict[str, Any]) -> dict[str, Any]:
+        return {"bert": PretrainingConfig(**{k: v for k, v in c.items() if k in _FIELDS})
+                .bert_config(), **{k: c.get(k) for k in SHAPE_KEYS}}
+
+    ours, theirs = shape(config.to_dict()), shape(saved)
+    differ = [k for k in SHAPE_KEYS if ours[k] != theirs[k]]
+    if ours["bert"] != theirs["bert"] and not differ:
+        differ = ["model_size"]
+    if differ:
+        details = ", ".join(f"{k}: {theirs[k]!r} there, {ours[k]!r} now" for k in differ)
+        raise ConfigError(f"{where} holds a run with other model shapes ({details}); the "
+                          "checkpoints cannot resume with these hparams. Use the saved values "
+                          "or a new --model_name")
+
+
 def _check_type(key: str, value: Any) -> Any:
     expected = _TYPES[key]
     args = typing.get_args(expected)

@@ -141,3 +141,12 @@ def test_input_pipeline_shards_files_per_worker(tmp_path):
         assert batches[0].shape == (8, 32) and batches[0].dtype == np.int32
         seen.append({tuple(row) for b in batches for row in b})
     assert not seen[0] & seen[1]  # disjoint files, so disjoint examples
+
+
+def test_resuming_with_other_model_shapes_fails_naming_the_keys(data_dir):
+    common = ["run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "tiny"]
+    _check(run_script(*common, "--hparams", _hparams(num_train_steps=1, iterations_per_loop=1,
+                                                     text_summary_steps=0)))
+    result = run_script(*common, "--hparams", _hparams(num_train_steps=2, embedding_size=24))
+    assert result.returncode != 0
+    assert "embedding_size: 16 there, 24 now" in result.stderr, result.stderr[-2000:]

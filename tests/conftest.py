@@ -15,8 +15,9 @@ import pytest
 import tensorflow as tf
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-BERT_VOCAB = SHARED_DATA / "vocab" / "bert_uncased_vocab.txt"
+SHARED_DATA = REPO.parent / "shared" / "data"  # beside the checkout, as on CI
+SAMPLE = REPO / "pretrain_data" / "sample"  # shipped in the repo
+BERT_VOCAB = SAMPLE / "vocab.txt"
 
 # A model small enough for a CPU test, with embedding size != hidden size (the projection path).
 TINY_MODEL = {

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from official.nlp.tools import tokenization as reference
 
-from conftest import BERT_VOCAB, REPO, SHARED_DATA
+from conftest import BERT_VOCAB, SAMPLE, SHARED_DATA
 from electra_tf import data
 from electra_tf.tokenization import WordPieceTokenizer
 from pretrain_data import build_pretraining_dataset as builder
@@ -26,8 +26,8 @@ def test_tokenizer_matches_the_reference_full_tokenizer(lower):
     # tf-models-official's copy allows 400 characters a word; ELECTRA's original allows 200.
     ref.wordpiece_tokenizer.max_input_chars_per_word = 200
     lines = HARD_CASES[:]
-    for corpus in ("enwiki_sample.txt", "brown.txt"):
-        lines += (SHARED_DATA / "corpora" / corpus).read_text(encoding="utf-8").split("\n")[:400]
+    for corpus in (SAMPLE / "corpus" / "enwiki_sample.txt", SHARED_DATA / "corpora" / "brown.txt"):
+        lines += corpus.read_text(encoding="utf-8").split("\n")[:400]
     expected = [ref.convert_tokens_to_ids(ref.tokenize(line)) for line in lines]
     got = ours.tokenize_to_ids(lines)
     mismatches = [(line, g, e) for line, g, e in zip(lines, got, expected) if g != e]
@@ -40,7 +40,7 @@ def _read(files, seq_length):
 
 
 def test_builder_packs_like_the_original(tmp_path):
-    corpus = REPO / "pretrain_data" / "sample" / "corpus"
+    corpus = SAMPLE / "corpus"
     summary = builder.build(str(corpus), str(BERT_VOCAB), str(tmp_path / "a"),
                             max_seq_length=64, num_out_files=3, seed=3)
     files = sorted(str(p) for p in (tmp_path / "a").glob("pretrain_data.tfrecord-*-of-3"))

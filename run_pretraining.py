@@ -64,7 +64,7 @@ def train_or_eval(config) -> dict[str, float]:
     import tensorflow as tf
 
     from electra_tf import config as config_lib
-    from electra_tf import data, optimization, pretraining, training
+    from electra_tf import data, pretraining, training
 
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
@@ -97,24 +97,9 @@ def train_or_eval(config) -> dict[str, float]:
         with tf.io.gfile.GFile(saved_config, "w") as f:
             f.write(config.to_json())
 
-    if config.seed is not None:
-        tf.random.set_seed(config.seed)
-        import keras
-        keras.utils.set_random_seed(config.seed)
-    with training.precision_policy(config.precision), strategy.scope():
-        rng = (tf.random.Generator.from_seed(config.seed) if config.seed is not None
-               else tf.random.Generator.from_non_deterministic_state())
-        model = pretraining.PretrainingModel(config, special, rng)
-        model.build()
-        metrics = pretraining.PretrainingMetrics(model.electra)
-        optimizer = optimization.create_optimizer(
-            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            config.weight_decay_rate, config.lr_decay_power, config.optimizer)
-        optimizer.build(model.trainable_variables)
-        loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
-                      else None)
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, rng=rng,
-                                         **({"loss_scale": loss_scale} if loss_scale else {}))
+    state = pretraining.create_state(config, special, strategy)
+    model, optimizer, metrics = state.model, state.optimizer, state.metrics
+    checkpoint = state.checkpoint()
     manager = tf.train.CheckpointManager(
         checkpoint, config.model_dir, max_to_keep=config.keep_checkpoint_max or None,
         step_counter=optimizer.iterations)
@@ -132,26 +117,11 @@ def train_or_eval(config) -> dict[str, float]:
                                              is_training=config.do_train, input_context=ctx,
                                              seed=config.seed))
     iterator = iter(dataset)
-    variables = model.trainable_variables
 
     if config.do_eval:
         return _evaluate(config, strategy, model, metrics, iterator)
 
-    def forward_backward(features):
-        with tf.GradientTape() as tape:
-            out = model(features, training=True)
-            loss = out["loss"] / replicas
-            if loss_scale is not None:
-                loss *= loss_scale.scale
-        return tape.gradient(loss, variables), out
-
-    forward_backward = training.maybe_jit(forward_backward, jit)
-
-    def train_step(features):
-        grads, out = forward_backward(features)
-        norm = training.apply_gradients(optimizer, grads, variables, loss_scale)
-        metrics.update(out, norm)
-
+    train_step = state.make_train_step(replicas, jit)
     train_loop = training.run_steps(strategy, train_step)
     inspect = tf.function(lambda batch: strategy.run(
         lambda features: model(features, training=False), args=(batch,)))
@@ -175,8 +145,8 @@ def train_or_eval(config) -> dict[str, float]:
         if step % log_every == 0 or step == config.num_train_steps:
             results = metrics.results()
             results["learning_rate"] = float(optimizer.learning_rate.numpy())
-            if loss_scale is not None:
-                results["loss_scale"] = float(loss_scale.scale.numpy())
+            if state.loss_scale is not None:
+                results["loss_scale"] = float(state.loss_scale.scale.numpy())
             logger.log(step, results, console)
             metrics.reset()
         if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:

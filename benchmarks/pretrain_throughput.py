@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from electra_tf import config as config_lib  # noqa: E402
-from electra_tf import optimization, pretraining, training  # noqa: E402
+from electra_tf import pretraining, training  # noqa: E402
 
 SPECIAL = pretraining.SpecialIds()  # [PAD]=0, [CLS]=101, [SEP]=102, [MASK]=103
 TOKEN_RANGE = (1000, 30000)  # random "word" ids, clear of the special tokens
@@ -208,33 +208,9 @@ def bench_electra_tf(config: config_lib.PretrainingConfig, batch: dict[str, np.n
     """Step times of run_pretraining.py's train step; returns (times, XLA description)."""
     strategy = training.make_strategy(config.strategy)
     jit = training.use_xla(config.jit_compile, strategy)
-    tf.random.set_seed(SEED)
-    keras.utils.set_random_seed(SEED)
-    with training.precision_policy(config.precision), strategy.scope():
-        rng = tf.random.Generator.from_seed(SEED)
-        model = pretraining.PretrainingModel(config, SPECIAL, rng)
-        model.build()
-        metrics = pretraining.PretrainingMetrics(model.electra)
-        optimizer = optimization.create_optimizer(
-            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            config.weight_decay_rate, config.lr_decay_power, config.optimizer)
-        optimizer.build(model.trainable_variables)
-    variables = model.trainable_variables
-    replicas = strategy.num_replicas_in_sync
-
-    # The same step as run_pretraining.train_or_eval (float32 / bfloat16: no loss scale).
-    def forward_backward(features):
-        with tf.GradientTape() as tape:
-            out = model(features, training=True)
-            loss = out["loss"] / replicas
-        return tape.gradient(loss, variables), out
-
-    forward_backward = training.maybe_jit(forward_backward, jit)
-
-    def train_step(features):
-        grads, out = forward_backward(features)
-        norm = training.apply_gradients(optimizer, grads, variables)
-        metrics.update(out, norm)
+    state = pretraining.create_state(config, SPECIAL, strategy)
+    optimizer, metrics = state.optimizer, state.metrics
+    train_step = state.make_train_step(strategy.num_replicas_in_sync, jit)  # run_pretraining's
 
     # One fixed batch, fed as run_pretraining feeds its TFRecords.
     dataset = tf.data.Dataset.from_tensors({k: tf.constant(v) for k, v in batch.items()})

@@ -389,78 +389,73 @@ def build_once(layer: layers.Layer, input_shape=None) -> None:
         layer.build(input_shape)
 
 
-def _encode(encoder: Encoder, inputs: dict, training):
-    return encoder(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"],
-                   training=training)
+class _EncoderWithHead(keras.Model):
+    """An Encoder (the backbone) with one task head on top; subclasses say which head."""
 
-
-@register
-class ElectraDiscriminator(keras.Model):
-    """Encoder + DiscriminatorHead: what fine-tuning starts from.
-
-    Inputs: a dict of int [B, L] `input_ids`, `input_mask`, `segment_ids`. Outputs: a dict with
-    `sequence_output` [B, L, H] and the per-token replaced-token `logits` [B, L] (float32).
-    """
-
-    def __init__(self, encoder: Encoder | dict, head: DiscriminatorHead | dict | None = None,
+    def __init__(self, encoder: Encoder | dict, head: layers.Layer | dict | None = None,
                  **kwargs):
         super().__init__(**kwargs)
-        self.encoder = keras.saving.deserialize_keras_object(encoder) \
-            if isinstance(encoder, dict) else encoder
+        if isinstance(encoder, dict):
+            encoder = keras.saving.deserialize_keras_object(encoder)
         if isinstance(head, dict):
             head = keras.saving.deserialize_keras_object(head)
-        self.head = head or DiscriminatorHead(
-            self.encoder.hidden_size, self.encoder.hidden_act, self.encoder.initializer_range,
-            name="discriminator_predictions", dtype=self.dtype_policy)
+        self.encoder = encoder
+        self.head = head or self.default_head(encoder)
 
-    def build(self, input_shape=None):
-        build_once(self.encoder)
-        build_once(self.head)
-        self.built = True
-
-    def call(self, inputs, training=None):
-        sequence_output = _encode(self.encoder, inputs, training)
-        return {"sequence_output": sequence_output, "logits": self.head(sequence_output)}
-
-    def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "encoder": keras.saving.serialize_keras_object(self.encoder),
-                "head": keras.saving.serialize_keras_object(self.head)}
-
-
-@register
-class ElectraGenerator(keras.Model):
-    """Encoder + MaskedLMHead tied to the encoder's word embeddings.
-
-    `call(inputs)` gives vocabulary logits [B, L, V] at every position; pass
-    `inputs["masked_lm_positions"]` [B, N] to compute them only there, as pretraining does.
-    """
-
-    def __init__(self, encoder: Encoder | dict, head: MaskedLMHead | dict | None = None,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.encoder = keras.saving.deserialize_keras_object(encoder) \
-            if isinstance(encoder, dict) else encoder
-        if isinstance(head, dict):
-            head = keras.saving.deserialize_keras_object(head)
-        self.head = head or MaskedLMHead(
-            self.encoder.vocab_size, self.encoder.embedding_size, self.encoder.hidden_act,
-            self.encoder.initializer_range, name="generator_predictions", dtype=self.dtype_policy)
+    def default_head(self, encoder: Encoder) -> layers.Layer:
+        raise NotImplementedError
 
     def build(self, input_shape=None):
         build_once(self.encoder)
         build_once(self.head, (None, None, self.encoder.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=None):
-        sequence_output = _encode(self.encoder, inputs, training)
-        if "masked_lm_positions" in inputs:
-            sequence_output = gather_positions(sequence_output, inputs["masked_lm_positions"])
-        return {"sequence_output": sequence_output,
-                "logits": self.head(sequence_output, self.encoder.embedding_table)}
+    def encode(self, inputs: dict, training=None):
+        return self.encoder(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"],
+                            training=training)
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name, "encoder": keras.saving.serialize_keras_object(self.encoder),
                 "head": keras.saving.serialize_keras_object(self.head)}
+
+
+@register
+class ElectraDiscriminator(_EncoderWithHead):
+    """Encoder + DiscriminatorHead: what fine-tuning starts from.
+
+    Inputs: a dict of int [B, L] `input_ids`, `input_mask`, `segment_ids`. Outputs: a dict with
+    `sequence_output` [B, L, H] and the per-token replaced-token `logits` [B, L] (float32).
+    """
+
+    def default_head(self, encoder: Encoder) -> DiscriminatorHead:
+        return DiscriminatorHead(encoder.hidden_size, encoder.hidden_act,
+                                 encoder.initializer_range, name="discriminator_predictions",
+                                 dtype=self.dtype_policy)
+
+    def call(self, inputs, training=None):
+        sequence_output = self.encode(inputs, training)
+        return {"sequence_output": sequence_output, "logits": self.head(sequence_output)}
+
+
+@register
+class ElectraGenerator(_EncoderWithHead):
+    """Encoder + MaskedLMHead tied to the encoder's word embeddings.
+
+    `call(inputs)` gives vocabulary logits [B, L, V] at every position; pass
+    `inputs["masked_lm_positions"]` [B, N] to compute them only there, as pretraining does.
+    """
+
+    def default_head(self, encoder: Encoder) -> MaskedLMHead:
+        return MaskedLMHead(encoder.vocab_size, encoder.embedding_size, encoder.hidden_act,
+                            encoder.initializer_range, name="generator_predictions",
+                            dtype=self.dtype_policy)
+
+    def call(self, inputs, training=None):
+        sequence_output = self.encode(inputs, training)
+        if "masked_lm_positions" in inputs:
+            sequence_output = gather_positions(sequence_output, inputs["masked_lm_positions"])
+        return {"sequence_output": sequence_output,
+                "logits": self.head(sequence_output, self.encoder.embedding_table)}
 
 
 def gather_positions(sequence, positions):

@@ -25,7 +25,7 @@ import math
 import keras
 import tensorflow as tf
 
-from electra_tf import modeling
+from electra_tf import modeling, optimization, training
 from electra_tf.config import PretrainingConfig
 
 REPLACE_WITH_MASK_PROB = 0.85  # of the masked positions; the other 15% keep the original token
@@ -376,3 +376,62 @@ class PretrainingMetrics:
     def reset(self) -> None:
         for metric in self.metrics.values():
             metric.reset_state()
+
+
+@dataclasses.dataclass
+class PretrainingState:
+    """Everything a pretraining run trains and checkpoints. Build it with create_state()."""
+    model: PretrainingModel
+    optimizer: keras.optimizers.Optimizer
+    metrics: PretrainingMetrics
+    rng: tf.random.Generator
+    loss_scale: training.DynamicLossScale | None
+
+    def checkpoint(self) -> tf.train.Checkpoint:
+        parts = {"model": self.model, "optimizer": self.optimizer, "rng": self.rng}
+        if self.loss_scale is not None:
+            parts["loss_scale"] = self.loss_scale
+        return tf.train.Checkpoint(**parts)
+
+    def make_train_step(self, num_replicas: int, jit_compile: bool):
+        """The per-replica training step: forward and backward (XLA-compiled when asked), then
+        training.apply_gradients (all-reduce, clip, AdamW) and the metrics."""
+        model, variables, loss_scale = self.model, self.model.trainable_variables, self.loss_scale
+
+        def forward_backward(features):
+            with tf.GradientTape() as tape:
+                out = model(features, training=True)
+                loss = out["loss"] / num_replicas  # the replicas' gradients are summed
+                if loss_scale is not None:
+                    loss *= loss_scale.scale
+            return tape.gradient(loss, variables), out
+
+        forward_backward = training.maybe_jit(forward_backward, jit_compile)
+
+        def train_step(features):
+            grads, out = forward_backward(features)
+            norm = training.apply_gradients(self.optimizer, grads, variables, loss_scale)
+            self.metrics.update(out, norm)
+
+        return train_step
+
+
+def create_state(config: PretrainingConfig, special: SpecialIds,
+                 strategy: tf.distribute.Strategy) -> PretrainingState:
+    """Builds the model, optimizer, metrics, random stream and (float16) loss scale under the
+    strategy's scope and the config's precision policy."""
+    if config.seed is not None:
+        keras.utils.set_random_seed(config.seed)  # dropout and initial weights
+    with training.precision_policy(config.precision), strategy.scope():
+        rng = (tf.random.Generator.from_seed(config.seed) if config.seed is not None
+               else tf.random.Generator.from_non_deterministic_state())
+        model = PretrainingModel(config, special, rng)
+        model.build()
+        optimizer = optimization.create_optimizer(
+            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+            config.weight_decay_rate, config.lr_decay_power, config.optimizer)
+        optimizer.build(model.trainable_variables)
+        loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
+                      else None)
+        return PretrainingState(model, optimizer, PretrainingMetrics(model.electra), rng,
+                                loss_scale)

@@ -31,7 +31,7 @@ flags.DEFINE_alias("data-dir", "data_dir")
 flags.DEFINE_alias("model-name", "model_name")
 
 
-def _special_tokens_markdown(inv_vocab, out: dict, index: int) -> str:
+def _example_markdown(inv_vocab, out: dict, index: int) -> str:
     """One example as a Markdown table: token, masked input, generator sample, verdict."""
     length = int(sum(out["input_mask"][index]))
     has_disc = "fake_input_ids" in out
@@ -69,8 +69,9 @@ def train_or_eval(config) -> dict[str, float]:
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
     if len(vocab) > config.vocab_size:
-        raise config_lib.ConfigError(f"hparam 'vocab_size' is {config.vocab_size} but {config.vocab_file} "
-                         f"has {len(vocab)} tokens; remove vocab_size to take it from the file")
+        raise config_lib.ConfigError(
+            f"hparam 'vocab_size' is {config.vocab_size} but {config.vocab_file} has "
+            f"{len(vocab)} tokens; remove vocab_size to take it from the file")
     files = data.check_files(config.pretrain_tfrecords if config.do_train
                              else config.eval_tfrecords, config.max_seq_length)
 
@@ -80,8 +81,9 @@ def train_or_eval(config) -> dict[str, float]:
     batch_size = config.train_batch_size if config.do_train else config.eval_batch_size
     batch_key = "train_batch_size" if config.do_train else "eval_batch_size"
     if batch_size % replicas:
-        raise config_lib.ConfigError(f"hparam {batch_key!r} = {batch_size} is not divisible by the "
-                         f"{replicas} replicas of strategy {config.strategy!r}")
+        raise config_lib.ConfigError(
+            f"hparam {batch_key!r} = {batch_size} is not divisible by the {replicas} replicas "
+            f"of strategy {config.strategy!r}")
     jit = training.use_xla(config.jit_compile, strategy)
 
     print("=" * 30 + " Config " + "=" * 30)
@@ -154,7 +156,7 @@ def train_or_eval(config) -> dict[str, float]:
         if next_text is not None and step >= next_text:
             out = strategy.experimental_local_results(inspect(next(iterator)))[0]
             out = {k: v.numpy() for k, v in out.items()}
-            logger.text(step, "example", _special_tokens_markdown(inv_vocab, out, 0))
+            logger.text(step, "example", _example_markdown(inv_vocab, out, 0))
             next_text = step + config.text_summary_steps
     print(f"trained to step {step} in {training.format_duration(time.time() - start)}; "
           f"checkpoints in {config.model_dir}", flush=True)

@@ -61,7 +61,7 @@ class PretrainingConfig:
 
     # Objective. electra_objective=false trains a BERT-style masked LM with the same masking.
     electra_objective: bool = True
-    electric_objective: bool = False  # Electric (Clark et al., EMNLP 2020): two-tower cloze generator
+    electric_objective: bool = False  # Electric (Clark et al., EMNLP 2020), two-tower generator
     gen_weight: float = 1.0
     disc_weight: float = 50.0
     mask_prob: float = 0.15
@@ -329,7 +329,7 @@ def from_hparams(model_name: str, data_dir: str,
                              iterations_per_loop=1, num_eval_steps=2))
     _update(config, user)
     if config.electric_objective:
-        config.two_tower_generator = True  # as the original: Electric needs the two-tower cloze model
+        config.two_tower_generator = True  # as the original: Electric needs the two towers
     if config.use_tpu and config.strategy == "default":
         config.strategy = "tpu"
 

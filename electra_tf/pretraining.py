@@ -44,7 +44,7 @@ class SpecialIds:
         missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]") if t not in vocab]
         if missing:
             raise ValueError(f"{vocab_file} lacks the special tokens {missing}; ELECTRA needs "
-                             "[PAD], [UNK], [CLS], [SEP] and [MASK] (see pretrain_data/build_vocab.py)")
+                             "[PAD], [UNK], [CLS], [SEP] and [MASK] in its vocabulary")
         return cls(pad=vocab["[PAD]"], cls=vocab["[CLS]"], sep=vocab["[SEP]"],
                    mask=vocab["[MASK]"])
 
@@ -202,7 +202,7 @@ class PretrainingModel(keras.Model):
             pass
         elif not self.electra or not config.untied_generator:
             self.generator = self.discriminator
-        elif config.two_tower_generator:  # untied embeddings give each tower its own, as the original
+        elif config.two_tower_generator:  # untied embeddings: each tower its own, as the original
             self.generator = _encoder(gen_bert, "generator_ltr", gen_embedding_size, shared, "ltr")
             self.generator_rtl = _encoder(gen_bert, "generator_rtl", gen_embedding_size, shared,
                                           "rtl")

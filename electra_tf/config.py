@@ -211,7 +211,7 @@ def preset(model_size: str) -> dict[str, Any]:
 SHAPE_KEYS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
               "generator_hidden_size", "generator_layers", "untied_generator_embeddings",
               "untied_generator", "uniform_generator", "electra_objective",
-              "electric_objective", "two_tower_generator", "debug", "optimizer")
+              "electric_objective", "two_tower_generator", "debug")
 
 
 def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str) -> None:

@@ -25,7 +25,7 @@ import math
 import keras
 import tensorflow as tf
 
-from electra_tf import modeling, optimization, training
+from electra_tf import modeling, optimization, tokenization, training
 from electra_tf.config import PretrainingConfig
 
 REPLACE_WITH_MASK_PROB = 0.85  # of the masked positions; the other 15% keep the original token
@@ -41,10 +41,7 @@ class SpecialIds:
 
     @classmethod
     def from_vocab(cls, vocab: dict[str, int], vocab_file: str = "vocab") -> SpecialIds:
-        missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]") if t not in vocab]
-        if missing:
-            raise ValueError(f"{vocab_file} lacks the special tokens {missing}; ELECTRA needs "
-                             "[PAD], [UNK], [CLS], [SEP] and [MASK] in its vocabulary")
+        tokenization.check_vocab(vocab, vocab_file)
         return cls(pad=vocab["[PAD]"], cls=vocab["[CLS]"], sep=vocab["[SEP]"],
                    mask=vocab["[MASK]"])
 
@@ -54,8 +51,7 @@ def load_vocab(vocab_file: str) -> dict[str, int]:
     if not tf.io.gfile.exists(vocab_file):
         raise FileNotFoundError(f"vocab file {vocab_file} not found: put the vocabulary at "
                                 "DATA_DIR/vocab.txt or set the vocab_file hparam")
-    with tf.io.gfile.GFile(vocab_file) as f:
-        return {line.rstrip("\n"): i for i, line in enumerate(f)}
+    return {token: i for i, token in enumerate(tokenization.read_vocab(vocab_file))}
 
 
 @dataclasses.dataclass

@@ -1,0 +1,121 @@
+"""Learns a WordPiece vocabulary from a corpus, for pretraining in a language BERT's vocabulary
+does not cover.
+
+  python pretrain_data/build_vocab.py --corpus_dir CORPUS --output_file DATA_DIR/vocab.txt \\
+      [--vocab_size 30522] [--nodo_lower_case]
+
+Reads the corpus as build_pretraining_dataset.py does (plain, .gz, .bz2 or .xz UTF-8 files),
+normalises it exactly as the tokenizer will (the original's lower-casing and accent stripping),
+splits it into words on whitespace, punctuation and CJK characters, and learns the WordPiece
+vocabulary with tensorflow-text's learner (the algorithm of tensorflow_text.tools.wordpiece_vocab).
+The file is BERT's vocab.txt format; by default in BERT's layout, [PAD]=0, [unused0..98],
+[UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, so ids match the released models' conventions.
+Then: build_pretraining_dataset.py --vocab_file that file, and pretraining takes vocab_size
+from it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags, logging  # noqa: E402
+
+FLAGS = flags.FLAGS
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def reserved_tokens(bert_layout: bool, extra: list[str]) -> list[str]:
+    """The tokens that lead the vocabulary, in id order."""
+    if bert_layout:
+        tokens = ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]", "[SEP]",
+                  "[MASK]"]
+    else:
+        tokens = list(SPECIAL_TOKENS)
+    return tokens + [t for t in extra if t not in tokens]
+
+
+def learn_vocab(files: list[str], vocab_size: int, do_lower_case: bool = True,
+                do_strip_accents: bool = True, bert_layout: bool = True,
+                extra_reserved: list[str] = (), min_count: int = 10) -> list[str]:
+    """The learned vocabulary, reserved tokens first."""
+    import tensorflow as tf
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+    from electra_tf.tokenization import normalize
+    from pretrain_data.build_pretraining_dataset import read_lines
+
+    def lines():
+        for path in files:
+            for line in read_lines(path):
+                if line:
+                    yield normalize(line, do_lower_case, do_strip_accents)
+
+    dataset = tf.data.Dataset.from_generator(
+        lines, output_signature=tf.TensorSpec([], tf.string)).batch(1000)
+    reserved = reserved_tokens(bert_layout, list(extra_reserved))
+    if vocab_size <= len(reserved):
+        raise ValueError(f"--vocab_size {vocab_size} leaves no room after the {len(reserved)} "
+                         "reserved tokens")
+    # The text is normalised already: the learner's splitter must not change it.
+    vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
+        dataset, vocab_size, reserved, bert_tokenizer_params={"lower_case": False},
+        learn_params={"lower_thresh": min_count})
+    if len(vocab) <= len(reserved):
+        raise ValueError("the corpus is too small to learn a vocabulary from: no word occurs "
+                         f"{min_count} times (lower --min_count)")
+    return vocab
+
+
+def main(argv) -> None:
+    import tensorflow as tf
+
+    from pretrain_data.build_pretraining_dataset import read_lines
+
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    if not tf.io.gfile.isdir(FLAGS.corpus_dir):
+        raise app.UsageError(f"--corpus_dir {FLAGS.corpus_dir} is not a directory")
+    files = sorted(os.path.join(FLAGS.corpus_dir, f) for f in tf.io.gfile.listdir(FLAGS.corpus_dir)
+                   if not tf.io.gfile.isdir(os.path.join(FLAGS.corpus_dir, f)))
+    for path in files:  # fail before the long part, naming the file
+        try:
+            read_lines(path)
+        except (OSError, UnicodeDecodeError) as e:
+            raise app.UsageError(f"{path}: {e}; remove it from --corpus_dir") from None
+    if tf.io.gfile.exists(FLAGS.output_file) and not FLAGS.overwrite:
+        raise app.UsageError(f"--output_file {FLAGS.output_file} exists; pass --overwrite to "
+                             "replace it")
+    try:
+        vocab = learn_vocab(files, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.do_strip_accents,
+                            FLAGS.bert_layout, FLAGS.reserved_tokens or [], FLAGS.min_count)
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
+    directory = os.path.dirname(FLAGS.output_file)
+    if directory:
+        tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(FLAGS.output_file + ".incomplete", "w") as f:
+        f.write("".join(token + "\n" for token in vocab))
+    tf.io.gfile.rename(FLAGS.output_file + ".incomplete", FLAGS.output_file, overwrite=True)
+    logging.info("wrote %d tokens to %s", len(vocab), FLAGS.output_file)
+    print(f"{len(vocab)} tokens -> {FLAGS.output_file}")
+
+
+if __name__ == "__main__":
+    flags.DEFINE_string("corpus_dir", None, "Directory of text files.")
+    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")
+    flags.DEFINE_integer("vocab_size", 30522, "Target size (the learner may return fewer).")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (as the tokenizer will).")
+    flags.DEFINE_bool("do_strip_accents", True, "Strip accents (only when lower-casing).")
+    flags.DEFINE_bool("bert_layout", True, "BERT's layout: [PAD]=0, [unused0..98], [UNK]=100, "
+                      "[CLS]=101, [SEP]=102, [MASK]=103; else the five at ids 0-4.")
+    flags.DEFINE_list("reserved_tokens", None, "More tokens to reserve after the special ones.")
+    flags.DEFINE_integer("min_count", 10, "Words rarer than this do not shape the vocabulary.")
+    flags.DEFINE_bool("overwrite", False, "Replace an existing --output_file.")
+    for name in ("corpus_dir", "output_file", "vocab_size", "do_lower_case", "do_strip_accents"):
+        flags.DEFINE_alias(name.replace("_", "-"), name)
+    flags.mark_flags_as_required(["corpus_dir", "output_file"])
+    app.run(main)

@@ -1,0 +1,60 @@
+"""Vocabulary learning: corpus -> vocab.txt -> tokenizer -> TFRecords -> pretraining config."""
+
+import pytest
+
+from conftest import SAMPLE, run_script, tiny_config
+from electra_tf.tokenization import WordPieceTokenizer
+from pretrain_data import build_pretraining_dataset as builder
+from pretrain_data.build_vocab import learn_vocab
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("corpus")
+    text = (SAMPLE / "corpus" / "enwiki_sample.txt").read_text(encoding="utf-8")[:250000]
+    (directory / "a.txt").write_text(text, encoding="utf-8")
+    return directory
+
+
+def test_learned_vocab_round_trip(corpus, tmp_path):
+    vocab = learn_vocab([str(corpus / "a.txt")], 1500)
+    assert len(vocab) == len(set(vocab)) and 500 < len(vocab) <= 1500
+    assert [vocab.index(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == \
+        [0, 100, 101, 102, 103]  # BERT's ids
+    assert "the" in vocab and any(t.startswith("##") for t in vocab)
+    assert all(t == t.lower() for t in vocab if not t.startswith("["))
+    path = tmp_path / "vocab.txt"
+    path.write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+
+    lines = (corpus / "a.txt").read_text(encoding="utf-8").split("\n")
+    ids = [i for row in WordPieceTokenizer(str(path)).tokenize_to_ids(lines) for i in row]
+    assert ids.count(vocab.index("[UNK]")) < 0.01 * len(ids)
+
+    data_dir = tmp_path / "data"
+    summary = builder.build(str(corpus), str(path), str(data_dir / "pretrain_tfrecords"),
+                            max_seq_length=32, num_out_files=2, show_progress=False)
+    assert summary["examples"] > 100
+    (data_dir / "vocab.txt").write_bytes(path.read_bytes())
+    config = tiny_config(data_dir)
+    assert config.vocab_size == len(vocab)  # taken from the file
+
+
+def test_compact_layout_and_extra_reserved_tokens(corpus):
+    vocab = learn_vocab([str(corpus / "a.txt")], 800, bert_layout=False,
+                        extra_reserved=["[URL]", "[MASK]"])
+    assert vocab[:6] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[URL]"]
+
+
+def test_cli(corpus, tmp_path):
+    out = tmp_path / "vocab.txt"
+    result = run_script("pretrain_data/build_vocab.py", f"--corpus-dir={corpus}",
+                        f"--output-file={out}", "--vocab-size=600", "--nodo-lower-case")
+    assert result.returncode == 0, result.stderr
+    tokens = out.read_text(encoding="utf-8").split("\n")[:-1]
+    assert tokens[101] == "[CLS]" and any(t != t.lower() for t in tokens)  # cased
+    result = run_script("pretrain_data/build_vocab.py", f"--corpus_dir={corpus}",
+                        f"--output_file={out}")
+    assert result.returncode != 0 and "exists; pass --overwrite" in result.stderr
+    result = run_script("pretrain_data/build_vocab.py", f"--corpus_dir={corpus}",
+                        f"--output_file={tmp_path / 'small.txt'}", "--vocab_size=50")
+    assert result.returncode != 0 and "--vocab_size 50 leaves no room" in result.stderr

@@ -65,7 +65,7 @@ def pretraining_dataset(files: list[str], batch_size: int, max_seq_length: int,
                         is_training: bool = True,
                         input_context: tf.distribute.InputContext | None = None,
                         seed: int | None = None, deterministic: bool = False,
-                        shuffle_buffer: int = 1000, cycle_length: int = 4) -> tf.data.Dataset:
+                        shuffle_buffer: int = 100, cycle_length: int = 4) -> tf.data.Dataset:
     """Batches of `batch_size` examples for one input pipeline (per replica under
     distribute_datasets_from_function: pass the per-replica batch size).
 

@@ -49,6 +49,21 @@ class ConfigError(ValueError):
     """A hyperparameter is unknown, of the wrong type, or impossible."""
 
 
+def bert_config(size: str, vocab_size: int, overrides: dict[str, Any],
+                debug: bool = False) -> dict[str, Any]:
+    """A transformer's hyperparameters (the original's util/training_utils.get_bert_config)."""
+    args = dict(_BERT_DEFAULTS, **_ENCODER_SIZES[size])
+    args["vocab_size"] = vocab_size
+    args.update(overrides)
+    args["num_attention_heads"] = max(1, args["hidden_size"] // 64)
+    args["intermediate_size"] = 4 * args["hidden_size"]
+    args.update(overrides)
+    if debug:  # the original's run_*.py shrink the model in debug mode
+        args.update(hidden_size=144, num_hidden_layers=3, num_attention_heads=4,
+                    intermediate_size=144 * 4)
+    return args
+
+
 @dataclasses.dataclass
 class PretrainingConfig:
     """Pretraining hyperparameters. Names and meanings are the original's unless marked "ours"."""
@@ -127,6 +142,8 @@ class PretrainingConfig:
     results_pkl: str = ""
     max_predictions_per_seq: int = 0  # derived: int((mask_prob + 0.005) * max_seq_length)
 
+    DERIVED: typing.ClassVar[tuple[str, ...]] = ("max_predictions_per_seq",)
+
     @property
     def encoder_size(self) -> str:
         """"small++" -> "small": the transformer shape of a (possibly released) preset."""
@@ -134,16 +151,8 @@ class PretrainingConfig:
 
     def bert_config(self) -> dict[str, Any]:
         """The discriminator's transformer hyperparameters (the original's get_bert_config)."""
-        args = dict(_BERT_DEFAULTS, **_ENCODER_SIZES[self.encoder_size])
-        args["vocab_size"] = self.vocab_size
-        args.update(self.model_hparam_overrides)
-        args["num_attention_heads"] = max(1, args["hidden_size"] // 64)
-        args["intermediate_size"] = 4 * args["hidden_size"]
-        args.update(self.model_hparam_overrides)
-        if self.debug:  # the original's run_pretraining.py shrinks the model in debug mode
-            args.update(hidden_size=144, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=144 * 4)
-        return args
+        return bert_config(self.encoder_size, self.vocab_size, self.model_hparam_overrides,
+                           self.debug)
 
     def generator_bert_config(self) -> dict[str, Any]:
         """The generator's transformer (the original's get_generator_config)."""
@@ -167,11 +176,12 @@ class PretrainingConfig:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(PretrainingConfig)}
 _TYPES = typing.get_type_hints(PretrainingConfig)
-_DERIVED = ("max_predictions_per_seq",)
 
 
-def valid_keys() -> list[str]:
-    return sorted(k for k in _FIELDS if k not in ("model_name", "data_dir") + _DERIVED)
+def valid_keys(cls: type = PretrainingConfig) -> list[str]:
+    derived = getattr(cls, "DERIVED", ())
+    return sorted(f.name for f in dataclasses.fields(cls)
+                  if f.name not in ("model_name", "data_dir") + derived)
 
 
 def load_hparams(hparams: str | dict | None) -> dict[str, Any]:
@@ -231,8 +241,8 @@ def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str
                           "or a new --model_name")
 
 
-def _check_type(key: str, value: Any) -> Any:
-    expected = _TYPES[key]
+def _check_type(key: str, value: Any, types: dict[str, Any] = _TYPES) -> Any:
+    expected = types[key]
     args = typing.get_args(expected)
     allowed = tuple(a for a in args if a is not type(None)) if args else (expected,)
     if value is None and (type(None) in args):
@@ -249,65 +259,69 @@ def _check_type(key: str, value: Any) -> Any:
     return value
 
 
-def _update(config: PretrainingConfig, hparams: dict[str, Any]) -> None:
+def update(config, hparams: dict[str, Any]) -> None:
+    """Sets hparams on a config dataclass, failing on unknown keys and wrong types."""
+    cls = type(config)
+    keys = valid_keys(cls)
+    types = typing.get_type_hints(cls)
     for key, value in hparams.items():
-        if key not in _FIELDS or key in _DERIVED or key in ("model_name", "data_dir"):
-            raise ConfigError(f"unknown hparam {key!r}; valid hparams: {', '.join(valid_keys())}")
-        setattr(config, key, _check_type(key, value))
+        if key not in keys:
+            raise ConfigError(f"unknown hparam {key!r}; valid hparams: {', '.join(keys)}")
+        setattr(config, key, _check_type(key, value, types))
 
 
-def _require(ok: bool, key: str, message: str) -> None:
+def require(ok: bool, key: str, message: str) -> None:
     if not ok:
         raise ConfigError(f"hparam {key!r}: {message}")
 
 
 def validate(c: PretrainingConfig) -> None:
     """Impossible values fail before any work starts."""
-    _require(c.encoder_size in MODEL_SIZES, "model_size", f"unknown size {c.model_size!r}")
-    _require(0.0 < c.mask_prob < 1.0, "mask_prob", f"must be in (0, 1), got {c.mask_prob}")
-    _require(c.max_predictions_per_seq >= 1, "mask_prob",
+    require(c.encoder_size in MODEL_SIZES, "model_size", f"unknown size {c.model_size!r}")
+    require(0.0 < c.mask_prob < 1.0, "mask_prob", f"must be in (0, 1), got {c.mask_prob}")
+    require(c.max_predictions_per_seq >= 1, "mask_prob",
              f"int((mask_prob + 0.005) * max_seq_length) = {c.max_predictions_per_seq}: "
              "no token would be masked; raise mask_prob or max_seq_length")
     bad = sorted(set(c.model_hparam_overrides) - set(BERT_CONFIG_KEYS))
-    _require(not bad, "model_hparam_overrides",
+    require(not bad, "model_hparam_overrides",
              f"unknown keys {bad}; valid keys: {list(BERT_CONFIG_KEYS)}")
     bert = c.bert_config()
-    _require(bert["hidden_size"] % bert["num_attention_heads"] == 0, "model_hparam_overrides",
+    require(bert["hidden_size"] % bert["num_attention_heads"] == 0, "model_hparam_overrides",
              f"hidden_size {bert['hidden_size']} is not a multiple of num_attention_heads "
              f"{bert['num_attention_heads']}")
-    _require(c.max_seq_length <= bert["max_position_embeddings"], "max_seq_length",
+    require(c.max_seq_length <= bert["max_position_embeddings"], "max_seq_length",
              f"{c.max_seq_length} exceeds max_position_embeddings "
              f"{bert['max_position_embeddings']}")
-    _require(c.max_seq_length >= 3, "max_seq_length", "needs room for [CLS] x [SEP]")
+    require(c.max_seq_length >= 3, "max_seq_length", "needs room for [CLS] x [SEP]")
     for key in ("train_batch_size", "eval_batch_size", "num_train_steps", "iterations_per_loop",
                 "save_checkpoints_steps", "num_eval_steps", "vocab_size"):
-        _require(getattr(c, key) >= 1, key, f"must be at least 1, got {getattr(c, key)}")
-    _require(c.num_warmup_steps >= 0, "num_warmup_steps", "must be >= 0")
-    _require(c.learning_rate > 0, "learning_rate", "must be > 0")
-    _require(c.temperature > 0, "temperature", "must be > 0")
-    _require(c.gen_weight >= 0 and c.disc_weight >= 0, "gen_weight",
+        require(getattr(c, key) >= 1, key, f"must be at least 1, got {getattr(c, key)}")
+    require(c.num_warmup_steps >= 0, "num_warmup_steps", "must be >= 0")
+    require(c.learning_rate > 0, "learning_rate", "must be > 0")
+    require(c.temperature > 0, "temperature", "must be > 0")
+    require(c.gen_weight >= 0 and c.disc_weight >= 0, "gen_weight",
              "gen_weight and disc_weight must be >= 0")
-    _require(0 < c.generator_hidden_size <= 1 and 0 < c.generator_layers <= 1,
+    require(0 < c.generator_hidden_size <= 1 and 0 < c.generator_layers <= 1,
              "generator_hidden_size", "generator_hidden_size and generator_layers are fractions "
              "of the discriminator in (0, 1]")
     gen = c.generator_bert_config()
-    _require(gen["num_hidden_layers"] >= 1 and gen["hidden_size"] % gen["num_attention_heads"] == 0,
+    require(gen["num_hidden_layers"] >= 1 and gen["hidden_size"] % gen["num_attention_heads"] == 0,
              "generator_hidden_size", f"gives an impossible generator {gen}")
     if not c.untied_generator:
-        _require(c.generator_hidden_size == 1.0 and c.generator_layers == 1.0, "untied_generator",
+        require(c.generator_hidden_size == 1.0 and c.generator_layers == 1.0, "untied_generator",
                  "false ties every generator weight to the discriminator, which needs "
                  "generator_hidden_size = generator_layers = 1.0")
-    _require(c.do_train != c.do_eval, "do_train",
+    require(c.do_train != c.do_eval, "do_train",
              "exactly one of do_train and do_eval must be true (as the original)")
-    _require(not (c.electric_objective and (c.uniform_generator or not c.untied_generator)),
+    require(not (c.electric_objective and (c.uniform_generator or not c.untied_generator)),
              "electric_objective", "Electric needs its own two-tower generator: set "
              "uniform_generator false and untied_generator true")
-    _require(c.strategy in STRATEGIES, "strategy", f"one of {STRATEGIES}, got {c.strategy!r}")
-    _require(c.precision in PRECISIONS, "precision", f"one of {PRECISIONS}, got {c.precision!r}")
-    _require(c.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}, got {c.optimizer!r}")
-    _require(c.strategy != "tpu" or c.tpu_name or c.use_tpu, "strategy",
+    require(c.strategy in STRATEGIES, "strategy", f"one of {STRATEGIES}, got {c.strategy!r}")
+    require(c.precision in PRECISIONS, "precision", f"one of {PRECISIONS}, got {c.precision!r}")
+    require(c.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}, got {c.optimizer!r}")
+    require(c.strategy != "tpu" or c.tpu_name or c.use_tpu, "strategy",
              "\"tpu\" needs tpu_name (or use_tpu on a TPU VM)")
-    _require(c.keep_checkpoint_max is None or c.keep_checkpoint_max >= 0, "keep_checkpoint_max",
+    require(c.keep_checkpoint_max is None or c.keep_checkpoint_max >= 0, "keep_checkpoint_max",
              "must be >= 0 (0 keeps all)")
 
 
@@ -321,13 +335,13 @@ def from_hparams(model_name: str, data_dir: str,
         raise ConfigError("--data_dir is required (holds pretrain_tfrecords/, vocab.txt, models/)")
     user = load_hparams(hparams)
     config = PretrainingConfig(model_name=model_name, data_dir=data_dir)
-    _update(config, {k: v for k, v in user.items() if k == "model_size"})
+    update(config, {k: v for k, v in user.items() if k == "model_size"})
     size_defaults = preset(config.model_size)
-    _update(config, size_defaults)
+    update(config, size_defaults)
     if user.get("debug", False):  # the original's debug-mode values, before the user's
-        _update(config, dict(train_batch_size=8, num_train_steps=20, eval_batch_size=4,
+        update(config, dict(train_batch_size=8, num_train_steps=20, eval_batch_size=4,
                              iterations_per_loop=1, num_eval_steps=2))
-    _update(config, user)
+    update(config, user)
     if config.electric_objective:
         config.two_tower_generator = True  # as the original: Electric needs the two towers
     if config.use_tpu and config.strategy == "default":

@@ -11,9 +11,9 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11,<3.12",
-    packages=["electra_tf", "pretrain_data"],
+    packages=["electra_tf", "electra_tf.finetuning", "pretrain_data"],
     package_data={"electra_tf": ["configs/*.json"]},
-    py_modules=["run_pretraining"],
+    py_modules=["run_pretraining", "run_finetuning"],
     install_requires=[
         "tensorflow>=2.20,<2.21",
         "tensorflow-text>=2.20,<2.21",

@@ -1,0 +1,1 @@
+"""Fine-tuning: configuration, GLUE and SQuAD tasks, heads and the training loop."""

@@ -1,0 +1,207 @@
+"""Every fine-tuning hyperparameter in one place, as the original's configure_finetuning.py.
+
+Resolution order (later wins), as the original:
+  1. the original's defaults (the field defaults below),
+  2. the user's `--hparams`, then the per-task defaults (one task: RTE and STS 10 epochs, SQuAD
+     512 tokens and 2 epochs, others 3 epochs), the per-size defaults (large: lr 5e-5 and
+     layer-wise decay 0.9; small: embedding size 128) and the debug values,
+  3. the user's `--hparams` again (so what the user sets always wins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import tensorflow as tf
+
+from electra_tf import config as config_lib
+from electra_tf.config import ConfigError, require
+
+# GLUE (the original's names, plus WNLI) and SQuAD ("squad" is 2.0, "squadv1" 1.1).
+TASK_NAMES = ("cola", "sst", "mrpc", "sts", "qqp", "mnli", "qnli", "rte", "wnli", "squad",
+              "squadv1")
+DATA_SOURCES = ("files", "tfds")
+
+
+@dataclasses.dataclass
+class FinetuningConfig:
+    """Fine-tuning hyperparameters. Names and meanings are the original's unless marked "ours"."""
+
+    model_name: str
+    data_dir: str
+    debug: bool = False  # tiny model, few examples
+    log_examples: bool = False  # print the first featurized examples
+    num_trials: int = 1  # train+eval runs with different seeds; the median is reported
+    do_train: bool = True
+    do_eval: bool = True
+    keep_all_models: bool = True  # else only the last trial's checkpoints are kept
+    model_size: str = "small"
+    task_names: list = dataclasses.field(default_factory=lambda: ["sst"])
+    model_hparam_overrides: dict = dataclasses.field(default_factory=dict)
+    embedding_size: int | None = None  # hidden size by default
+    vocab_size: int = 30522  # taken from vocab.txt when not given (ours)
+    do_lower_case: bool = True
+    learning_rate: float = 1e-4
+    weight_decay_rate: float = 0.01
+    layerwise_lr_decay: float = 0.8  # > 0: lr x decay^(depth from the top) per layer
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    save_checkpoints_steps: int = 1000000
+    iterations_per_loop: int = 1000
+    use_tfrecords_if_existing: bool = True  # accepted; features are built in memory here
+    write_test_outputs: bool = False  # GLUE submission TSVs / SQuAD predictions for test sets
+    n_writes_test: int = 5  # for the first n trials
+    max_seq_length: int = 128
+    train_batch_size: int = 32
+    eval_batch_size: int = 32
+    predict_batch_size: int = 32
+    double_unordered: bool = True  # MRPC and STS train on both orders of each pair
+    # Question answering (SQuAD).
+    max_query_length: int = 64
+    doc_stride: int = 128
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    answerable_classifier: bool = True
+    answerable_uses_start_logits: bool = True
+    answerable_weight: float = 0.5
+    joint_prediction: bool = True
+    beam_size: int = 20
+    qa_na_threshold: float = -2.75
+    # Hardware, as the original.
+    use_tpu: bool = False
+    num_tpu_cores: int = 1
+    tpu_job_name: str | None = None
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    # Paths (the original derives them from data_dir and model_name).
+    init_checkpoint: str | None = None  # default DATA_DIR/models/<model_name>
+    vocab_file: str = ""
+    # Ours.
+    fix_layerwise_lr_depths: bool = False  # correct the original's off-by-one (see optimization)
+    data_source: str = "files"  # or "tfds": GLUE from a prepared tensorflow-datasets data_dir
+    tfds_data_dir: str | None = None
+    strategy: str = "default"
+    precision: str = "float32"
+    jit_compile: bool | None = None  # None: on for GPU/TPU, off on CPU
+    seed: int = 0  # trial k uses seed + k - 1
+    log_steps: int = 100
+
+    @property
+    def encoder_size(self) -> str:
+        return self.model_size.rstrip("+")
+
+    def bert_config(self) -> dict[str, Any]:
+        return config_lib.bert_config(self.encoder_size, self.vocab_size,
+                                      self.model_hparam_overrides, self.debug)
+
+    @property
+    def task_string(self) -> str:
+        return ",".join(self.task_names)
+
+    @property
+    def pretrained_model_dir(self) -> str:
+        return os.path.join(self.data_dir, "models", self.model_name)
+
+    def model_dir(self, trial: int) -> str:
+        return os.path.join(self.pretrained_model_dir, "finetuning_models",
+                            f"{self.task_string}_model_{trial}")
+
+    @property
+    def results_dir(self) -> str:
+        return os.path.join(self.pretrained_model_dir, "results")
+
+    def raw_data_dir(self, task_name: str) -> str:
+        return os.path.join(self.data_dir, "finetuning_data", task_name)
+
+    def test_predictions_dir(self, trial: int) -> str:
+        return os.path.join(self.pretrained_model_dir, "test_predictions",
+                            f"{self.task_string}_trial_{trial}")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+
+def _task_and_size_defaults(config: FinetuningConfig) -> dict[str, Any]:
+    """The original's per-task, per-size and debug defaults for this config."""
+    defaults: dict[str, Any] = {}
+    if len(config.task_names) == 1:
+        task = config.task_names[0]
+        if task in ("rte", "sts"):
+            defaults["num_train_epochs"] = 10.0
+        elif "squad" in task:
+            defaults.update(max_seq_length=512, num_train_epochs=2.0, write_test_outputs=False)
+        else:
+            defaults["num_train_epochs"] = 3.0
+    if config.encoder_size == "large":
+        defaults.update(learning_rate=5e-5, layerwise_lr_decay=0.9)
+    elif config.encoder_size == "small":
+        defaults["embedding_size"] = 128
+    if config.debug:
+        defaults.update(save_checkpoints_steps=1000000, num_trials=1, iterations_per_loop=1,
+                        train_batch_size=32, num_train_epochs=3.0, log_examples=True)
+    return defaults
+
+
+def validate(c: FinetuningConfig) -> None:
+    require(c.encoder_size in config_lib.MODEL_SIZES, "model_size",
+            f"unknown size {c.model_size!r}; valid: {list(config_lib.MODEL_SIZES)}")
+    require(bool(c.task_names), "task_names", "name at least one task")
+    unknown = [t for t in c.task_names if t not in TASK_NAMES]
+    require(not unknown, "task_names", f"unknown tasks {unknown}; valid tasks: {list(TASK_NAMES)}")
+    require(len(set(c.task_names)) == len(c.task_names), "task_names", "a task appears twice")
+    bad = sorted(set(c.model_hparam_overrides) - set(config_lib.BERT_CONFIG_KEYS))
+    require(not bad, "model_hparam_overrides",
+            f"unknown keys {bad}; valid keys: {list(config_lib.BERT_CONFIG_KEYS)}")
+    bert = c.bert_config()
+    require(c.max_seq_length <= bert["max_position_embeddings"], "max_seq_length",
+            f"{c.max_seq_length} exceeds max_position_embeddings "
+            f"{bert['max_position_embeddings']}")
+    require(c.max_seq_length >= 8, "max_seq_length", f"must be at least 8, got {c.max_seq_length}")
+    for key in ("train_batch_size", "eval_batch_size", "predict_batch_size", "num_trials",
+                "iterations_per_loop", "save_checkpoints_steps", "vocab_size", "log_steps"):
+        require(getattr(c, key) >= 1, key, f"must be at least 1, got {getattr(c, key)}")
+    require(c.num_train_epochs > 0, "num_train_epochs", "must be > 0")
+    require(0 <= c.warmup_proportion <= 1, "warmup_proportion", "must be in [0, 1]")
+    require(c.learning_rate > 0, "learning_rate", "must be > 0")
+    require(0 <= c.layerwise_lr_decay <= 1, "layerwise_lr_decay",
+            "must be in [0, 1] (0 turns it off)")
+    require(c.do_train or c.do_eval, "do_train", "do_train or do_eval must be true")
+    require(c.data_source in DATA_SOURCES, "data_source", f"one of {DATA_SOURCES}")
+    require(c.strategy in config_lib.STRATEGIES, "strategy", f"one of {config_lib.STRATEGIES}")
+    require(c.precision in config_lib.PRECISIONS, "precision",
+            f"one of {config_lib.PRECISIONS}")
+    require(c.strategy != "tpu" or c.tpu_name or c.use_tpu, "strategy",
+            "\"tpu\" needs tpu_name (or use_tpu on a TPU VM)")
+
+
+def from_hparams(model_name: str, data_dir: str,
+                 hparams: str | dict | None = None) -> FinetuningConfig:
+    """The config the original's FinetuningConfig(model_name, data_dir, **hparams) builds, with
+    every value checked."""
+    if not model_name:
+        raise ConfigError("--model_name is required (the model under DATA_DIR/models)")
+    if not data_dir:
+        raise ConfigError("--data_dir is required (holds finetuning_data/, models/)")
+    user = config_lib.load_hparams(hparams)
+    config = FinetuningConfig(model_name=model_name, data_dir=data_dir)
+    config_lib.update(config, user)
+    config_lib.update(config, _task_and_size_defaults(config))
+    config_lib.update(config, user)
+    if config.use_tpu and config.strategy == "default":
+        config.strategy = "tpu"
+    # As the original: the model's own vocab.txt, else DATA_DIR/vocab.txt.
+    if not config.vocab_file:
+        config.vocab_file = os.path.join(config.pretrained_model_dir, "vocab.txt")
+        if not tf.io.gfile.exists(config.vocab_file):
+            config.vocab_file = os.path.join(data_dir, "vocab.txt")
+    if "vocab_size" not in user and tf.io.gfile.exists(config.vocab_file):
+        with tf.io.gfile.GFile(config.vocab_file) as f:
+            config.vocab_size = len(f.read().rstrip("\n").split("\n"))
+    if config.init_checkpoint is None and not config.debug:
+        config.init_checkpoint = config.pretrained_model_dir
+    validate(config)
+    return config

@@ -1,0 +1,159 @@
+"""Fine-tunes a pretrained ELECTRA discriminator (the original's run_finetuning.py, on TF2 and
+Keras 3).
+
+  python run_finetuning.py --data_dir DATA_DIR --model_name NAME \\
+      --hparams '{"model_size": "small", "task_names": ["mrpc"]}'
+
+Reads the tasks' data from DATA_DIR/finetuning_data/<task>/ (GLUE's TSV files as GLUE
+distributes them; or "data_source": "tfds" with "tfds_data_dir"), the vocabulary from
+DATA_DIR/models/NAME/vocab.txt or DATA_DIR/vocab.txt and the pretrained discriminator from
+DATA_DIR/models/NAME/discriminator.keras (run_pretraining.py's export; or "init_checkpoint").
+Trains num_trials times with seeds seed, seed + 1, ..., evaluates on the dev sets and writes
+DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every trial, and the median), the
+fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/, and with
+"write_test_outputs" the GLUE submission files under DATA_DIR/models/NAME/test_predictions/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
+
+from absl import app, flags, logging  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("data_dir", None, "Location of data files (finetuning_data, models, vocab).")
+flags.DEFINE_string("model_name", None, "The name of the pretrained model being fine-tuned.")
+flags.DEFINE_string("hparams", "{}", "JSON dict of hyperparameters, or a path to a .json file.")
+flags.DEFINE_integer("num_cpu_devices", 0, "Split the host CPU into this many logical devices "
+                     "(to try the mirrored strategy without GPUs).")
+flags.DEFINE_alias("data-dir", "data_dir")
+flags.DEFINE_alias("model-name", "model_name")
+
+
+def _median(trials: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    import numpy as np
+    return {task: {metric: float(np.median([t[task][metric] for t in trials]))
+                   for metric in trials[0][task]} for task in trials[0]}
+
+
+def _write_results(config, trials: list[dict[str, dict[str, float]]]) -> dict:
+    """The original's results.txt lines ("task: metric: value - ...") per trial, plus JSON."""
+    import tensorflow as tf
+
+    from electra_tf.finetuning import glue, trainer
+
+    median = _median(trials)
+    summary = {"trials": trials, "median": median}
+    glue_results = {name: median[name] for name in median
+                    if name in glue.TASKS and name != "wnli"}
+    if glue_results:
+        summary["glue_score_median"] = glue.glue_score(glue_results)
+    lines = []
+    for label, results in [*((f"trial {i + 1}", t) for i, t in enumerate(trials)),
+                           ("median", median)]:
+        for task, metrics in results.items():
+            lines.append(f"{task}: " + " - ".join(f"{k}: {v:.2f}" for k, v in metrics.items())
+                         + f" ({label})")
+    tf.io.gfile.makedirs(config.results_dir)
+    for extension, text in (("txt", "\n".join(lines) + "\n"),
+                            ("json", json.dumps(summary, indent=2))):
+        path = trainer.results_path(config, extension)
+        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    print("\n".join(lines), flush=True)
+    return summary
+
+
+def run(config) -> dict:
+    """Every trial: train (do_train), evaluate on the dev sets (do_eval), write test outputs."""
+    import keras
+    import tensorflow as tf
+
+    from electra_tf import training
+    from electra_tf.finetuning import trainer
+    from electra_tf.finetuning.model import load_pretrained_encoder
+
+    print("=" * 30 + " Config " + "=" * 30)
+    print(config.to_json(), flush=True)
+    tasks = trainer.make_tasks(config)
+    tokenizer = trainer.make_tokenizer(config)
+    strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                      config.gcp_project)
+
+    def load(task, split):
+        return trainer.load_split(config, tasks, task, split, tokenizer)
+
+    train_data = None
+    if config.do_train:
+        train_data = trainer.concatenate([load(task, "train").arrays for task in tasks])
+    dev_data = ([load(task, split) for task in tasks for split in trainer.dev_splits(task)]
+                if config.do_eval else [])
+
+    trials = []
+    for trial in range(1, config.num_trials + 1):
+        seed = config.seed + trial - 1
+        keras.utils.set_random_seed(seed)
+        model_dir = config.model_dir(trial)
+        print(f"{'=' * 20} trial {trial}/{config.num_trials}: {model_dir} {'=' * 20}", flush=True)
+        with strategy.scope(), training.precision_policy(config.precision):
+            model = trainer.build_model(config, tasks)
+        if config.do_train:
+            if config.init_checkpoint:
+                source = load_pretrained_encoder(model.encoder, config.init_checkpoint)
+                print(f"initialised the encoder from {source}", flush=True)
+            else:
+                print("no init_checkpoint: training from random weights", flush=True)
+            if tf.io.gfile.exists(model_dir):
+                tf.io.gfile.rmtree(model_dir)  # as the original: a trial starts afresh
+            trainer.train(config, model, tasks, train_data, strategy, model_dir, seed)
+        else:
+            latest = tf.train.latest_checkpoint(model_dir)
+            if latest is None:
+                raise FileNotFoundError(f"do_train is false but {model_dir} holds no "
+                                        "checkpoint to evaluate; train first")
+            trainer.model_checkpoint(model).restore(latest).expect_partial() \
+                .assert_existing_objects_matched()
+        if config.do_eval:
+            results = {}
+            for data in dev_data:
+                key = data.task.name if data.split == "dev" else f"{data.task.name}-mm"
+                results[key] = trainer.evaluate(config, model, data, tokenizer, trial)
+            trials.append(results)
+            _write_results(config, trials)
+        if config.write_test_outputs and trial <= config.n_writes_test:
+            directory = config.test_predictions_dir(trial)
+            tf.io.gfile.makedirs(directory)
+            for task in tasks:
+                for split in trainer.test_splits(config, task):
+                    written = trainer.write_test_outputs(config, model, load(task, split),
+                                                         tokenizer, directory)
+                    print(f"wrote {written}", flush=True)
+        if not config.keep_all_models and trial != config.num_trials:
+            shutil.rmtree(model_dir, ignore_errors=True)
+    return _median(trials) if trials else {}
+
+
+def main(argv) -> None:
+    logging.set_verbosity(logging.WARNING)
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    from electra_tf import config as config_lib
+    from electra_tf import training
+    from electra_tf.finetuning import config as finetuning_config
+    from electra_tf.finetuning import glue
+
+    try:
+        config = finetuning_config.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
+        training.split_cpu(FLAGS.num_cpu_devices)
+        run(config)
+    except (config_lib.ConfigError, glue.DataError, FileNotFoundError, ValueError) as e:
+        raise app.UsageError(str(e)) from None
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,234 @@
+"""Fine-tuning: config resolution, layer-wise learning rates, features, the loss, and an
+end-to-end run of run_finetuning.py on a real GLUE-format task."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import BERT_VOCAB, SHARED_DATA, TINY_MODEL, run_script
+from electra_tf import optimization
+from electra_tf.config import ConfigError
+from electra_tf.finetuning import config as finetuning_config
+
+
+def test_per_task_and_per_size_defaults_as_the_original():
+    make = lambda **h: finetuning_config.from_hparams("m", "/nonexistent", h)  # noqa: E731
+    assert make(task_names=["rte"]).num_train_epochs == 10.0
+    assert make(task_names=["sts"]).num_train_epochs == 10.0
+    assert make(task_names=["mnli"]).num_train_epochs == 3.0
+    large = make(model_size="large", task_names=["mnli"])
+    assert (large.learning_rate, large.layerwise_lr_decay) == (5e-5, 0.9)
+    small = make(task_names=["cola"])
+    assert (small.learning_rate, small.layerwise_lr_decay, small.embedding_size) == \
+        (1e-4, 0.8, 128)
+    # What the user sets wins over the per-task and per-size defaults.
+    assert make(task_names=["rte"], num_train_epochs=2, model_size="large",
+                learning_rate=1e-5).num_train_epochs == 2.0
+    assert make(task_names=["rte"]).init_checkpoint == "/nonexistent/models/m"
+
+
+@pytest.mark.parametrize("hparams, message", [
+    ({"task_names": ["mnli", "glue"]}, "unknown tasks ['glue']; valid tasks: ['cola'"),
+    ({"learning_rte": 1e-4}, "unknown hparam 'learning_rte'; valid hparams: "),
+    ({"task_names": "mnli"}, "hparam 'task_names' must be list"),
+    ({"layerwise_lr_decay": 1.5}, "hparam 'layerwise_lr_decay': must be in [0, 1]"),
+    ({"model_size": "huge"}, "hparam 'model_size': unknown size 'huge'"),
+])
+def test_config_errors_name_the_key(hparams, message):
+    with pytest.raises(ConfigError) as error:
+        finetuning_config.from_hparams("m", "/nonexistent", hparams)
+    assert message in str(error.value)
+
+
+def test_layerwise_lr_multipliers_follow_the_original_formula():
+    """The original's _get_layer_lrs with 2 layers and decay 0.8: depths embeddings 0, layer_i
+    i + 1, task heads n + 2 = 4, multiplier 0.8^(4 - depth)."""
+    paths = ["finetuning/electra/embeddings/word_embeddings/embeddings",
+             "finetuning/electra/embeddings/LayerNorm/gamma",
+             "finetuning/electra/embeddings_project/kernel",
+             "finetuning/electra/layer_0/query/kernel",
+             "finetuning/electra/layer_1/output_LayerNorm/beta",
+             "finetuning/sst/dense/kernel"]
+    got = optimization.layerwise_lr_multipliers(paths, 2, 0.8)
+    assert np.allclose([got[p] for p in paths], [0.4096, 0.4096, 0.4096, 0.512, 0.64, 1.0])
+    fixed = optimization.layerwise_lr_multipliers(paths, 2, 0.8, fixed=True)
+    assert np.allclose([fixed[p] for p in paths], [0.512, 0.512, 0.512, 0.64, 0.8, 1.0])
+
+
+def test_optimizer_applies_the_multipliers():
+    import keras
+    variables = [keras.Variable(np.ones(3, "float32"), name=n) for n in ("a", "b")]
+    grads = [np.array([1.0, -2.0, 0.5], "float32")] * 2
+    opt = optimization.AdamWeightDecay(learning_rate=0.01,
+                                       lr_multipliers={variables[1].path: 0.25})
+    opt.apply(grads, variables)
+    step_a = 1.0 - variables[0].numpy()
+    step_b = 1.0 - variables[1].numpy()
+    assert np.allclose(step_b, 0.25 * step_a) and np.abs(step_a).min() > 1e-3
+
+
+TINY_FINETUNING = {
+    "model_hparam_overrides": TINY_MODEL["model_hparam_overrides"],
+    "embedding_size": TINY_MODEL["embedding_size"], "max_seq_length": 32,
+    "train_batch_size": 8, "eval_batch_size": 8, "predict_batch_size": 8,
+    "learning_rate": 1e-3, "log_steps": 10,
+}
+
+
+def _sst_files(directory, n_train=160, n_dev=40, n_test=24):
+    """SST-2's format (header "sentence\\tlabel"; test "index\\tsentence") from the real
+    movie-review snippets: positive score -> 1, negative -> 0, exactly 0 dropped."""
+    by_label = {"0": [], "1": []}
+    for line in (SHARED_DATA / "classification" / "movie_review_snippets.tsv").read_text(
+            encoding="utf-8").splitlines():
+        _, score, sentence = line.split("\t")
+        if float(score) != 0:
+            by_label["1" if float(score) > 0 else "0"].append((sentence, "1" if float(score) > 0
+                                                               else "0"))
+    # The file is sorted by source: alternate the labels so every split is balanced.
+    rows = [row for pair in zip(by_label["0"], by_label["1"]) for row in pair]
+    directory.mkdir(parents=True)
+    train, dev, test = rows[:n_train], rows[n_train:n_train + n_dev], rows[-n_test:]
+    assert sum(label == "1" for _, label in dev) == n_dev // 2
+    (directory / "train.tsv").write_text(
+        "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in train), encoding="utf-8")
+    (directory / "dev.tsv").write_text(
+        "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in dev), encoding="utf-8")
+    (directory / "test.tsv").write_text(
+        "index\tsentence\n" + "".join(f"{i}\t{s}\n" for i, (s, _) in enumerate(test)),
+        encoding="utf-8")
+    return dev
+
+
+@pytest.fixture
+def finetuning_dir(tmp_path):
+    """DATA_DIR with vocab.txt, finetuning_data/sst/ and a tiny pretrained discriminator in
+    models/tiny/discriminator.keras (as run_pretraining.py exports it)."""
+    from electra_tf import modeling
+    from electra_tf.finetuning.config import from_hparams
+
+    shutil.copy(BERT_VOCAB, tmp_path / "vocab.txt")
+    _sst_files(tmp_path / "finetuning_data" / "sst")
+    config = from_hparams("tiny", str(tmp_path), TINY_FINETUNING)
+    encoder = modeling.Encoder(**config.bert_config(), embedding_size=config.embedding_size,
+                               name="electra")
+    discriminator = modeling.ElectraDiscriminator(encoder, name="electra_discriminator")
+    discriminator.build()
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    discriminator.save(tmp_path / "models" / "tiny" / "discriminator.keras")
+    return tmp_path
+
+
+def test_run_finetuning_end_to_end_on_sst(finetuning_dir):
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 2,
+               "num_trials": 2, "write_test_outputs": True, "n_writes_test": 1}
+    result = run_script("run_finetuning.py", f"--data-dir={finetuning_dir}",
+                        "--model-name=tiny", f"--hparams={json.dumps(hparams)}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "initialised the encoder from" in result.stdout
+    model_dir = finetuning_dir / "models" / "tiny"
+    summary = json.loads((model_dir / "results" / "sst_results.json").read_text())
+    assert len(summary["trials"]) == 2
+    accuracies = [t["sst"]["accuracy"] for t in summary["trials"]]
+    assert summary["median"]["sst"]["accuracy"] == pytest.approx(np.median(accuracies))
+    assert all(0 <= a <= 100 for a in accuracies)
+    text = (model_dir / "results" / "sst_results.txt").read_text()
+    assert "sst: accuracy: " in text and "(median)" in text
+    assert tf.train.latest_checkpoint(str(model_dir / "finetuning_models" / "sst_model_1"))
+    submission = (model_dir / "test_predictions" / "sst_trial_1" / "SST-2.tsv").read_text()
+    lines = submission.splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 25
+    assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(24)]
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
+    assert not (model_dir / "test_predictions" / "sst_trial_2").exists()  # n_writes_test 1
+
+
+def test_finetuning_fits_and_evaluates_in_process(finetuning_dir):
+    """Trained on the dev sentences themselves, the model fits them (well above chance), and
+    its checkpoint evaluates to the same accuracy with do_train false."""
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    sst = finetuning_dir / "finetuning_data" / "sst"
+    shutil.copy(sst / "dev.tsv", sst / "train.tsv")
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 50,
+               "layerwise_lr_decay": 0.0, "log_steps": 100}
+    trained = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+    assert trained["sst"]["accuracy"] >= 90.0  # chance: 50
+    again = run_finetuning.run(from_hparams("tiny", str(finetuning_dir),
+                                            {**hparams, "do_train": False}))
+    assert again["sst"]["accuracy"] == pytest.approx(trained["sst"]["accuracy"])
+
+
+def test_mismatched_init_checkpoint_names_both(finetuning_dir):
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"], "embedding_size": 24}
+    with pytest.raises(ValueError, match="does not match the configured model"):
+        run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+
+
+def _squad_v2(directory):
+    """The shared SQuAD sample plus two unanswerable questions, as SQuAD 2.0 files."""
+    data = json.loads((SHARED_DATA / "qa" / "squad_v1_sample.json").read_text())
+    paragraphs = data["data"][0]["paragraphs"]
+    for qa in (qa for p in paragraphs for qa in p["qas"]):
+        qa["is_impossible"] = False
+    paragraphs[0]["qas"].append({"id": "impossible-1", "question": "Who painted the dome?",
+                                 "answers": [], "is_impossible": True})
+    paragraphs[1]["qas"].append({"id": "impossible-2", "is_impossible": True, "answers": [],
+                                 "question": "When did the wind tunnel collapse?"})
+    data["version"] = "v2.0"
+    directory.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        (directory / f"{split}.json").write_text(json.dumps(data))
+
+
+SQUAD_HPARAMS = {**TINY_FINETUNING, "task_names": ["squad"], "max_seq_length": 96,
+                 "doc_stride": 48, "max_query_length": 24, "train_batch_size": 4,
+                 "eval_batch_size": 4, "predict_batch_size": 4, "beam_size": 4,
+                 "n_best_size": 5}
+
+
+def test_run_finetuning_end_to_end_on_squad_v2(finetuning_dir):
+    _squad_v2(finetuning_dir / "finetuning_data" / "squad")
+    hparams = {**SQUAD_HPARAMS, "num_train_epochs": 1, "write_test_outputs": True}
+    result = run_script("run_finetuning.py", f"--data_dir={finetuning_dir}",
+                        "--model_name=tiny", f"--hparams={json.dumps(hparams)}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    model_dir = finetuning_dir / "models" / "tiny"
+    metrics = json.loads((model_dir / "results" / "squad_results.json").read_text())
+    metrics = metrics["median"]["squad"]
+    for key in ("exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1", "best_f1_thresh"):
+        assert key in metrics
+    assert metrics["HasAns_total"] == 5 and metrics["NoAns_total"] == 2
+    dev_dir = model_dir / "results" / "squad_qa" / "squad_dev_1"
+    predictions = json.loads((dev_dir / "predictions.json").read_text())
+    null_odds = json.loads((dev_dir / "null_odds.json").read_text())
+    assert set(predictions) == set(null_odds) and "impossible-2" in predictions
+    test = model_dir / "test_predictions" / "squad_trial_1" / "squad"
+    written = json.loads((test / "predictions.json").read_text())
+    odds = json.loads((test / "null_odds.json").read_text())
+    # Test predictions are "" where the null odds exceed qa_na_threshold, as the original.
+    assert set(written) == set(odds) and len(written) == 7
+    assert all((written[q] == "") == (odds[q] > -2.75) for q in written)
+
+
+def test_squad_v1_fits_its_training_questions(finetuning_dir):
+    """Trained on the sample's questions, the model answers them: the whole path (windows,
+    gold start conditioning, beam decoding, post-processing, official scorer) lines up."""
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    directory = finetuning_dir / "finetuning_data" / "squadv1"
+    directory.mkdir(parents=True)
+    for split in ("train", "dev"):
+        shutil.copy(SHARED_DATA / "qa" / "squad_v1_sample.json", directory / f"{split}.json")
+    hparams = {**SQUAD_HPARAMS, "task_names": ["squadv1"], "num_train_epochs": 60,
+               "layerwise_lr_decay": 0.0, "log_steps": 200}
+    results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+    assert results["squadv1"]["f1"] >= 80.0

@@ -64,8 +64,19 @@ def bert_config(size: str, vocab_size: int, overrides: dict[str, Any],
     return args
 
 
+@dataclasses.dataclass(kw_only=True)
+class TpuHparams:
+    """The original's TPU hparams, shared by pretraining and fine-tuning."""
+    use_tpu: bool = False
+    num_tpu_cores: int = 1
+    tpu_job_name: str | None = None
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+
+
 @dataclasses.dataclass
-class PretrainingConfig:
+class PretrainingConfig(TpuHparams):
     """Pretraining hyperparameters. Names and meanings are the original's unless marked "ours"."""
 
     model_name: str
@@ -118,14 +129,6 @@ class PretrainingConfig:
     max_seq_length: int = 128
     train_batch_size: int = 128
     eval_batch_size: int = 128
-
-    # TPU (the original's names)
-    use_tpu: bool = False
-    num_tpu_cores: int = 1
-    tpu_job_name: str | None = None
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
 
     # Ours: distribution, numerics, XLA, reproducibility
     strategy: str = "default"

@@ -232,3 +232,44 @@ def test_squad_v1_fits_its_training_questions(finetuning_dir):
                "layerwise_lr_decay": 0.0, "log_steps": 200}
     results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
     assert results["squadv1"]["f1"] >= 80.0
+
+
+@pytest.mark.parametrize("extra, flags", [
+    ({"strategy": "mirrored", "jit_compile": False}, ["--num_cpu_devices=2"]),
+    ({"precision": "mixed_bfloat16"}, []),
+], ids=["mirrored_over_two_cpus", "mixed_bfloat16"])
+def test_strategies_and_precisions(finetuning_dir, extra, flags):
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 1, **extra}
+    result = run_script("run_finetuning.py", f"--data_dir={finetuning_dir}", "--model_name=tiny",
+                        f"--hparams={json.dumps(hparams)}", *flags)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((finetuning_dir / "models" / "tiny" / "results" /
+                          "sst_results.json").read_text())
+    assert 0 <= summary["median"]["sst"]["accuracy"] <= 100
+    assert "step 20/20" in result.stdout and "loss nan" not in result.stdout
+
+
+def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
+    """Several tasks train jointly (the original's multi-task mode): one encoder, a head per
+    task, each example's loss from its own head; both are scored and the GLUE average is
+    reported."""
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    rte = finetuning_dir / "finetuning_data" / "rte"
+    rte.mkdir()
+    dev = (finetuning_dir / "finetuning_data" / "sst" / "dev.tsv").read_text().splitlines()[1:]
+    pairs = [line.split("\t")[0] for line in dev]
+    rows = "".join(f"{i}\t{a}\t{b}\t{'entailment' if i % 2 else 'not_entailment'}\n"
+                   for i, (a, b) in enumerate(zip(pairs, pairs[1:] + pairs[:1])))
+    for split in ("train", "dev"):
+        (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + rows)
+    hparams = {**TINY_FINETUNING, "task_names": ["sst", "rte"], "num_train_epochs": 1}
+    config = from_hparams("tiny", str(finetuning_dir), hparams)
+    assert config.num_train_epochs == 1.0 and config.layerwise_lr_decay == 0.8
+    results = run_finetuning.run(config)
+    assert set(results) == {"sst", "rte"}
+    summary = json.loads((finetuning_dir / "models" / "tiny" / "results" /
+                          "sst,rte_results.json").read_text())
+    assert summary["glue_score_median"] == pytest.approx(
+        (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)

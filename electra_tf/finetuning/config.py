@@ -27,8 +27,9 @@ DATA_SOURCES = ("files", "tfds")
 
 
 @dataclasses.dataclass
-class FinetuningConfig:
-    """Fine-tuning hyperparameters. Names and meanings are the original's unless marked "ours"."""
+class FinetuningConfig(config_lib.TpuHparams):
+    """Fine-tuning hyperparameters. Names and meanings are the original's unless marked "ours".
+    The TPU ones (use_tpu, tpu_name, ...) come from config.TpuHparams."""
 
     model_name: str
     data_dir: str
@@ -70,13 +71,6 @@ class FinetuningConfig:
     joint_prediction: bool = True
     beam_size: int = 20
     qa_na_threshold: float = -2.75
-    # Hardware, as the original.
-    use_tpu: bool = False
-    num_tpu_cores: int = 1
-    tpu_job_name: str | None = None
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
     # Paths (the original derives them from data_dir and model_name).
     init_checkpoint: str | None = None  # default DATA_DIR/models/<model_name>
     vocab_file: str = ""

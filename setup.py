@@ -19,6 +19,7 @@ setup(
         "tensorflow-text>=2.20,<2.21",
         "tf-models-official>=2.20,<2.21",
         "tensorflow-datasets>=4.9,<4.10",
+        "importlib_resources>=6",  # tensorflow-datasets needs it to prepare datasets (e.g. glue)
         "tensorboard>=2.20,<2.21",
         "keras>=3.10,<4",
         "absl-py>=1.4",

@@ -110,7 +110,7 @@ def bench_torch(task: str, batch: dict[str, np.ndarray], steps: int) -> list[flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     batch_size, steps = (4, 1) if args.quick else (32, args.steps)
     print(f"TF {tf.__version__}, torch {version('torch')}, transformers "

@@ -30,6 +30,7 @@ import re
 from typing import Any, Sequence
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -74,10 +75,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     def __init__(self, learning_rate=1e-3, weight_decay_rate: float = 0.0, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6,
                  exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
-                 lr_multipliers: dict[str, float] | None = None,
+                 lr_multipliers: dict[str, float] | None = None, fused: bool = False,
                  name: str = "AdamWeightDecay", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.lr_multipliers = dict(lr_multipliers or {})
+        self.fused = fused
+        self._fused_updates: dict[tuple[int, ...], Any] = {}  # per variable set
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -122,9 +125,47 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.assign_sub(variable, self._lr(learning_rate, variable) *
                         self._adam_update(gradient, variable))
 
+    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
+        """With `fused` on one replica, every variable's update runs in one XLA computation
+        instead of ~15 small ops per variable (the same arithmetic)."""
+        if not self.fused or distribution.num_replicas_in_sync > 1:
+            return super()._distributed_tf_update_step(distribution, grads_and_vars,
+                                                       learning_rate)
+        grads, variables = zip(*grads_and_vars)
+        index = [self._get_variable_index(v) for v in variables]
+        moments = [(self._adam_m[i], self._adam_v[i]) for i in index]
+        if tuple(index) not in self._fused_updates:
+            multipliers = [self._multipliers[i] for i in index]
+            decays = [self.uses_weight_decay(v) for v in variables]
+            beta_1, beta_2, eps, rate = (self.beta_1, self.beta_2, self.epsilon,
+                                         self.weight_decay_rate)
+
+            @tf.function(jit_compile=True)
+            def update(params, ms, vs, gradients, lr):
+                out = []
+                for p, m, v, g, mult, decay in zip(params, ms, vs, gradients, multipliers,
+                                                   decays):
+                    g = tf.cast(g, p.dtype)
+                    m = beta_1 * m + (1.0 - beta_1) * g
+                    v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
+                    step = m / (tf.sqrt(v) + eps)
+                    if decay:
+                        step += rate * p
+                    out.append((p - tf.cast(lr, p.dtype) * mult * step, m, v))
+                return out
+
+            self._fused_updates[tuple(index)] = update
+        new = self._fused_updates[tuple(index)]([v.read_value() for v in variables],
+                                 [m.value for m, _ in moments], [v.value for _, v in moments],
+                                 list(grads), learning_rate)
+        for variable, (m, v), (new_p, new_m, new_v) in zip(variables, moments, new):
+            variable.assign(new_p)
+            m.assign(new_m)
+            v.assign(new_v)
+
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
-                "lr_multipliers": self.lr_multipliers,
+                "lr_multipliers": self.lr_multipliers, "fused": self.fused,
                 "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
                 "exclude_from_weight_decay": list(self.exclude_from_weight_decay)}
 
@@ -135,6 +176,8 @@ class Lamb(AdamWeightDecay):
     norm is 0). Variables excluded from weight decay are not adapted either."""
 
     def __init__(self, learning_rate=1e-3, name: str = "Lamb", **kwargs):
+        if kwargs.get("fused"):
+            raise ValueError("Lamb has no fused update (its trust ratio is per variable)")
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
@@ -175,11 +218,11 @@ def layerwise_lr_multipliers(paths: Sequence[str], num_layers: int, decay: float
 
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
                      weight_decay_rate: float = 0.0, lr_decay_power: float = 1.0,
-                     optimizer: str = "adamw",
-                     lr_multipliers: dict[str, float] | None = None) -> AdamWeightDecay:
+                     optimizer: str = "adamw", lr_multipliers: dict[str, float] | None = None,
+                     fused: bool = False) -> AdamWeightDecay:
     """The original's create_optimizer, minus the clipping (done on the reduced gradient)."""
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
                                      lr_decay_power)
     cls = {"adamw": AdamWeightDecay, "lamb": Lamb}[optimizer]
     return cls(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
-               lr_multipliers=lr_multipliers)
+               lr_multipliers=lr_multipliers, fused=fused and optimizer == "adamw")

@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from electra_tf import optimization, training
@@ -42,7 +43,8 @@ def test_schedule_matches_the_original_warmup_and_decay():
     np.testing.assert_allclose(float(quadratic(5)), 0.25, rtol=1e-6)
 
 
-def test_adamw_matches_the_original_update_with_clipping_and_decay_exclusions():
+@pytest.mark.parametrize("fused", [False, True], ids=["per_variable", "fused"])
+def test_adamw_matches_the_original_update_with_clipping_and_decay_exclusions(fused):
     rng = np.random.default_rng(0)
     dense = keras.layers.Dense(3, name="dense")
     dense.build((None, 4))
@@ -52,7 +54,7 @@ def test_adamw_matches_the_original_update_with_clipping_and_decay_exclusions():
     decayed = [True, False, False, False]
     start = [v.numpy().copy() for v in variables]
     schedule = optimization.WarmupPolynomialDecay(0.05, num_train_steps=8, num_warmup_steps=3)
-    optimizer = optimization.AdamWeightDecay(schedule, weight_decay_rate=0.1)
+    optimizer = optimization.AdamWeightDecay(schedule, weight_decay_rate=0.1, fused=fused)
     assert [optimizer.uses_weight_decay(v) for v in variables] == decayed
     optimizer.build(variables)
     grad_steps = [[rng.normal(size=v.shape).astype(np.float32) * scale for v in variables]

@@ -112,6 +112,8 @@ def train_or_eval(config) -> dict[str, float]:
     elif config.do_eval:
         raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "
                                 "or point model_dir at a pretraining run")
+    elif config.init_checkpoint:
+        _initialize_from(config.init_checkpoint, model)
 
     per_replica_batch = batch_size // replicas
     dataset = strategy.distribute_datasets_from_function(
@@ -162,6 +164,29 @@ def train_or_eval(config) -> dict[str, float]:
           f"checkpoints in {config.model_dir}", flush=True)
     _export(config, model)
     return results
+
+
+def _initialize_from(path: str, model) -> None:
+    """A new run's weights from pretrained ones (e.g. Google's released electra_small): the
+    discriminator, and the generator when the checkpoint has one of the configured size. The
+    optimizer starts fresh."""
+    from electra_tf import checkpoints
+
+    pretrained = checkpoints.load_pretrained(path)
+    if pretrained.discriminator is None:
+        raise FileNotFoundError(f"init_checkpoint {path} holds no discriminator")
+    checkpoints.copy_weights(pretrained.discriminator, model.discriminator_model())
+    print(f"initialised the discriminator from {pretrained.source} ({pretrained.format}); "
+          "fresh optimizer state", flush=True)
+    generator = model.generator_model()
+    if generator is None:
+        return
+    if pretrained.generator is None:
+        print(f"{pretrained.source} has no generator (the ++ releases do not): the generator "
+              "starts from fresh weights", flush=True)
+        return
+    checkpoints.copy_weights(pretrained.generator, generator, skip_embeddings=True)
+    print(f"initialised the generator from {pretrained.source}", flush=True)
 
 
 def _evaluate(config, strategy, model, metrics, iterator) -> dict[str, float]:

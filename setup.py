@@ -23,11 +23,12 @@ setup(
         "tensorboard>=2.20,<2.21",
         "keras>=3.10,<4",
         "absl-py>=1.4",
+        "safetensors>=0.4",  # Hugging Face weights, read and written without torch
         "numpy>=1.26",
     ],
     extras_require={
         # The PyTorch peer for parity tests and benchmarks: the CPU wheel, never the CUDA build.
-        "test": ["pytest>=8", "torch==2.13.0", "transformers>=5,<6", "safetensors>=0.4"],
-        "bench": ["torch==2.13.0", "transformers>=5,<6", "safetensors>=0.4"],
+        "test": ["pytest>=8", "torch==2.13.0", "transformers>=5,<6"],
+        "bench": ["torch==2.13.0", "transformers>=5,<6"],
     },
 )

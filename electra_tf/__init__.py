@@ -9,4 +9,6 @@ from electra_tf.modeling import (  # noqa: F401
     DiscriminatorHead, ElectraDiscriminator, ElectraGenerator, Embeddings, Encoder, MaskedLMHead,
     TransformerLayer)
 
+from electra_tf.checkpoints import load_pretrained  # noqa: F401,E402
+
 __version__ = "0.1.0"

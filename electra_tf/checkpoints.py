@@ -43,7 +43,7 @@ _HF_IGNORED = re.compile(r"(position_ids$|pooler\.)")  # buffers; BERT's pooler 
 
 # ------------------------------------------------------------------------ the canonical names
 
-def _encoder_variables(encoder: modeling.Encoder, scope: str,
+def encoder_variables(encoder: modeling.Encoder, scope: str,
                        embeddings_scope: str | None = None) -> dict[str, Any]:
     """{TF1 name: variable} of an encoder, as the original's BertModel names them."""
     emb, es = encoder.embeddings, embeddings_scope or scope
@@ -79,7 +79,7 @@ def model_variables(model: modeling.ElectraDiscriminator | modeling.ElectraGener
     shares them)."""
     modeling.build_once(model)
     if isinstance(model, modeling.ElectraGenerator):
-        names = _encoder_variables(model.encoder, "generator", embeddings_scope)
+        names = encoder_variables(model.encoder, "generator", embeddings_scope)
         head = model.head
         names.update({"generator_predictions/dense/kernel": head.dense.kernel,
                       "generator_predictions/dense/bias": head.dense.bias,
@@ -87,7 +87,7 @@ def model_variables(model: modeling.ElectraDiscriminator | modeling.ElectraGener
                       "generator_predictions/LayerNorm/beta": head.layer_norm.beta,
                       "generator_predictions/output_bias": head.output_bias})
         return names
-    names = _encoder_variables(model.encoder, "electra")
+    names = encoder_variables(model.encoder, "electra")
     head = model.head
     names.update({"discriminator_predictions/dense/kernel": head.dense.kernel,
                   "discriminator_predictions/dense/bias": head.dense.bias,
@@ -112,6 +112,23 @@ def assign(model, weights: dict[str, np.ndarray], source: str,
     for name, var in targets.items():
         var.assign(weights[name].astype(var.dtype))
     return set(targets)
+
+
+def copy_weights(source, target, skip_embeddings: bool = False) -> list[str]:
+    """Copies a discriminator or generator into one of ours by the original's names (e.g. a
+    loaded release into pretraining's models). `skip_embeddings` leaves the target's
+    word/position/type embeddings and their LayerNorm alone (a generator whose embeddings are
+    the discriminator's). Returns the names copied; fails naming every shape that differs."""
+    theirs, ours = model_variables(source), model_variables(target)
+    names = [n for n in ours if not (skip_embeddings and "/embeddings/" in n)]
+    wrong = [f"{n} {tuple(theirs[n].shape)} vs {tuple(ours[n].shape)}" for n in names
+             if n in theirs and tuple(theirs[n].shape) != tuple(ours[n].shape)]
+    if wrong or set(names) - set(theirs):
+        raise ValueError(f"the checkpoint's model does not fit: shapes (checkpoint vs config) "
+                         f"{wrong[:6]}; missing {sorted(set(names) - set(theirs))[:6]}")
+    for name in names:
+        ours[name].assign(theirs[name])
+    return names
 
 
 # ------------------------------------------------------------------------ sizes and models
@@ -184,7 +201,7 @@ def build_models(weights: dict[str, np.ndarray], source: str,
 def _assign_encoder_only(discriminator, weights, source) -> set[str]:
     """A checkpoint without the replaced-token head (e.g. a bare ElectraModel or BERT): the
     encoder is loaded, the head keeps its fresh initialisation."""
-    names = _encoder_variables(discriminator.encoder, "electra")
+    names = encoder_variables(discriminator.encoder, "electra")
     subset = {n: weights[n] for n in names if n in weights}
     missing = sorted(set(names) - set(subset))
     if missing:

@@ -140,6 +140,9 @@ class PretrainingConfig(TpuHparams):
     pretrain_tfrecords: str = ""
     eval_tfrecords: str = ""  # ours: held-out TFRecords for do_eval; defaults to the training files
     vocab_file: str = ""
+    # Ours: start a new run from pretrained weights (a TF1 release, Hugging Face, .keras), as
+    # checkpoints.load_pretrained reads them; a missing generator starts fresh.
+    init_checkpoint: str | None = None
     model_dir: str = ""
     results_txt: str = ""
     results_pkl: str = ""

@@ -220,3 +220,61 @@ def test_mismatches_fail_with_the_names(tmp_path):
     with pytest.raises(ValueError, match=r"1 weights map to nothing in ELECTRA: "
                                          r"\['classifier.weight'\]"):
         checkpoints.hf_to_tf1(state, config, "hf")
+
+
+def _tiny_release(tmp_path, with_generator: bool):
+    """A TF1 checkpoint in the original's names for conftest's TINY_MODEL sizes (a release
+    such as electra_small, or with the generator as the original's run writes it)."""
+    from conftest import tiny_config
+    config = tiny_config(vocab_size=30522)
+    bert, gen_bert = config.bert_config(), config.generator_bert_config()
+    keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+            "intermediate_size", "max_position_embeddings", "type_vocab_size")
+    disc = modeling.ElectraDiscriminator(checkpoints.EncoderSizes(
+        embedding_size=config.embedding_size, **{k: bert[k] for k in keys}).encoder("electra"))
+    gen = modeling.ElectraGenerator(checkpoints.EncoderSizes(
+        embedding_size=config.embedding_size, **{k: gen_bert[k] for k in keys})
+        .encoder("generator"))
+    disc.build(), gen.build()
+    for var in disc.weights + gen.weights:
+        var.assign(np.random.default_rng(len(var.path)).normal(0, 0.05, var.shape))
+    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "release" / "model.ckpt-1000"),
+                                              disc, gen if with_generator else None, 1000)
+    return prefix, disc
+
+
+@pytest.mark.parametrize("with_generator", [True, False])
+def test_pretraining_continues_from_a_tf1_release(data_dir, tmp_path, with_generator):
+    from conftest import TINY_MODEL, run_script
+    prefix, disc = _tiny_release(tmp_path, with_generator)
+    hparams = {**TINY_MODEL, "num_train_steps": 1, "save_checkpoints_steps": 1,
+               "init_checkpoint": os.path.dirname(prefix)}
+    result = run_script("run_pretraining.py", f"--data_dir={data_dir}", "--model_name=cont",
+                        f"--hparams={json.dumps(hparams)}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "initialised the discriminator from" in result.stdout
+    assert ("initialised the generator from" in result.stdout) == with_generator
+    assert ("the generator starts from fresh weights" in result.stdout) != with_generator
+    # Step 0 trains at learning rate 0: the exported discriminator is the release's.
+    exported = checkpoints.load_pretrained(str(data_dir / "models" / "cont"))
+    for name, var in checkpoints.model_variables(disc).items():
+        np.testing.assert_array_equal(
+            checkpoints.model_variables(exported.discriminator)[name].numpy(), var.numpy())
+
+
+def test_finetuning_starts_from_a_tf1_checkpoint_and_a_hf_directory(tmp_path):
+    from electra_tf.finetuning.model import load_pretrained_encoder
+    prefix, disc = _tiny_release(tmp_path, with_generator=True)
+    encoder = modeling.Encoder(**{**disc.encoder.get_config(), "name": "electra"})
+    assert "(tf1)" in load_pretrained_encoder(encoder, os.path.dirname(prefix))
+    np.testing.assert_array_equal(encoder.transformer_layers[1].output_dense.kernel.numpy(),
+                                  disc.encoder.transformer_layers[1].output_dense.kernel.numpy())
+    checkpoints.export_hf(disc, str(tmp_path / "hf"))
+    other = modeling.Encoder(**{**disc.encoder.get_config(), "name": "electra"})
+    assert "(huggingface)" in load_pretrained_encoder(other, str(tmp_path / "hf"))
+    np.testing.assert_array_equal(other.embeddings.word_embeddings.numpy(),
+                                  disc.encoder.embeddings.word_embeddings.numpy())
+    bigger = modeling.Encoder(**{**disc.encoder.get_config(), "name": "electra",
+                                 "num_hidden_layers": 3})
+    with pytest.raises(ValueError, match="num_hidden_layers 2 in the checkpoint, 3 in the config"):
+        load_pretrained_encoder(bigger, os.path.dirname(prefix))

@@ -15,7 +15,6 @@ task on top, as the original's run_finetuning.FinetuningModel.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import keras
@@ -180,29 +179,30 @@ class SquadHead(layers.Layer):
 
 
 def load_pretrained_encoder(encoder: modeling.Encoder, path: str) -> str:
-    """Copies the weights of a pretrained discriminator into `encoder`: `path` is a
-    discriminator.keras file or a directory holding one (run_pretraining.py's export).
-    Returns the file read. Fails naming both shapes when the sizes do not match."""
-    file = os.path.join(path, "discriminator.keras") if tf.io.gfile.isdir(path) else path
-    if not tf.io.gfile.exists(file):
-        raise FileNotFoundError(
-            f"init_checkpoint: no pretrained discriminator at {file}; run run_pretraining.py "
-            "for this model_name (it exports discriminator.keras) or set init_checkpoint")
-    pretrained = keras.saving.load_model(file, compile=False).encoder
-    # Same class and sizes give the same weights in the same order (paths differ with the
-    # build context, so they are not compared).
-    theirs, ours = pretrained.weights, encoder.weights
-    mismatched = [(v.path, tuple(t.shape), tuple(v.shape))
-                  for t, v in zip(theirs, ours) if t.shape != v.shape]
-    if len(theirs) != len(ours) or mismatched:
-        sizes = {k: getattr(pretrained, k) for k in (
-            "vocab_size", "hidden_size", "num_hidden_layers", "embedding_size")}
-        wanted = {k: getattr(encoder, k) for k in sizes}
+    """Copies a pretrained discriminator's encoder into `encoder`. `path` is anything
+    checkpoints.load_pretrained reads: our discriminator.keras (or its directory), a TF1
+    checkpoint (Google's releases, the original's run_pretraining.py output) or a Hugging Face
+    directory. Returns what was read. Fails naming both sizes when they differ."""
+    from electra_tf import checkpoints
+
+    pretrained = checkpoints.load_pretrained(path)
+    if pretrained.discriminator is None:
+        raise ValueError(f"init_checkpoint {path} holds a generator only; fine-tuning starts "
+                         "from the discriminator")
+    source = pretrained.discriminator.encoder
+    # Heads do not show in TF1 shapes (inferred as hidden / 64): the config's count is used.
+    keys = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+            "intermediate_size", "max_position_embeddings", "type_vocab_size")
+    theirs = {k: getattr(source, k) for k in keys}
+    ours = {k: getattr(encoder, k) for k in keys}
+    if theirs != ours:
+        differ = {k: (theirs[k], ours[k]) for k in keys if theirs[k] != ours[k]}
         raise ValueError(
-            f"init_checkpoint {file} does not match the configured model: the checkpoint has "
-            f"{sizes}, the config (model_size, embedding_size, vocab_size, "
-            f"model_hparam_overrides) gives {wanted}; first differences (variable, checkpoint, "
-            f"config): {mismatched[:3]}")
-    for source, target in zip(theirs, ours):
-        target.assign(source)
-    return file
+            f"init_checkpoint {pretrained.source} does not match the configured model "
+            f"(model_size, embedding_size, vocab_size, model_hparam_overrides): "
+            f"{', '.join(f'{k} {a} in the checkpoint, {b} in the config' for k, (a, b) in differ.items())}")
+    modeling.build_once(encoder)
+    targets = checkpoints.encoder_variables(encoder, "electra")
+    for name, variable in checkpoints.encoder_variables(source, "electra").items():
+        targets[name].assign(variable)
+    return f"{pretrained.source} ({pretrained.format})"

@@ -13,7 +13,7 @@ setup(
     python_requires=">=3.11,<3.12",
     packages=["electra_tf", "electra_tf.finetuning", "pretrain_data"],
     package_data={"electra_tf": ["configs/*.json"]},
-    py_modules=["run_pretraining", "run_finetuning"],
+    py_modules=["run_pretraining", "run_finetuning", "convert_checkpoint"],
     install_requires=[
         "tensorflow>=2.20,<2.21",
         "tensorflow-text>=2.20,<2.21",

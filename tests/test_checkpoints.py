@@ -278,3 +278,26 @@ def test_finetuning_starts_from_a_tf1_checkpoint_and_a_hf_directory(tmp_path):
                                  "num_hidden_layers": 3})
     with pytest.raises(ValueError, match="num_hidden_layers 2 in the checkpoint, 3 in the config"):
         load_pretrained_encoder(bigger, os.path.dirname(prefix))
+
+
+def test_convert_checkpoint_cli_round_trips_through_every_format(tmp_path):
+    """TF1 release -> hf -> keras -> tf1: the discriminator's weights survive unchanged, and the
+    CLI refuses a non-empty output directory."""
+    from conftest import run_script
+    prefix, disc = _tiny_release(tmp_path, with_generator=True)
+    steps = [(os.path.dirname(prefix), "hf", "hf_out"),
+             (str(tmp_path / "hf_out" / "discriminator"), "keras", "keras_out"),
+             (str(tmp_path / "keras_out"), "tf1", "tf1_out"),
+             (str(tmp_path / "tf1_out"), "saved_model", "served")]
+    for source, to, out in steps:
+        result = run_script("convert_checkpoint.py", f"--input={source}",
+                            f"--output={tmp_path / out}", f"--to={to}")
+        assert result.returncode == 0, result.stderr[-2000:]
+    final = checkpoints.load_pretrained(str(tmp_path / "tf1_out"))
+    for name, var in checkpoints.model_variables(disc).items():
+        np.testing.assert_array_equal(
+            checkpoints.model_variables(final.discriminator)[name].numpy(), var.numpy())
+    assert tf.io.gfile.exists(str(tmp_path / "served" / "discriminator" / "saved_model.pb"))
+    result = run_script("convert_checkpoint.py", f"--input={os.path.dirname(prefix)}",
+                        f"--output={tmp_path / 'hf_out'}", "--to=hf")
+    assert result.returncode != 0 and "is not empty" in result.stderr

@@ -111,6 +111,11 @@ def run(config) -> dict:
             if tf.io.gfile.exists(model_dir):
                 tf.io.gfile.rmtree(model_dir)  # as the original: a trial starts afresh
             trainer.train(config, model, tasks, train_data, strategy, model_dir, seed)
+            if config.export_saved_model:
+                from electra_tf import checkpoints
+                saved = checkpoints.export_saved_model(model, os.path.join(model_dir,
+                                                                           "saved_model"))
+                print(f"exported the fine-tuned model to {saved}", flush=True)
         else:
             latest = tf.train.latest_checkpoint(model_dir)
             if latest is None:

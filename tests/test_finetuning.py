@@ -124,7 +124,8 @@ def finetuning_dir(tmp_path):
 
 def test_run_finetuning_end_to_end_on_sst(finetuning_dir):
     hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 2,
-               "num_trials": 2, "write_test_outputs": True, "n_writes_test": 1}
+               "num_trials": 2, "write_test_outputs": True, "n_writes_test": 1,
+               "export_saved_model": True}
     result = run_script("run_finetuning.py", f"--data-dir={finetuning_dir}",
                         "--model-name=tiny", f"--hparams={json.dumps(hparams)}")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -144,6 +145,12 @@ def test_run_finetuning_end_to_end_on_sst(finetuning_dir):
     assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(24)]
     assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
     assert not (model_dir / "test_predictions" / "sst_trial_2").exists()  # n_writes_test 1
+    served = tf.saved_model.load(str(model_dir / "finetuning_models" / "sst_model_1" /
+                                     "saved_model"))
+    ids = tf.constant([[101, 2023, 2003, 2307, 102, 0]], tf.int32)
+    logits = served.signatures["serving_default"](
+        input_ids=ids, input_mask=tf.cast(ids > 0, tf.int32), segment_ids=0 * ids)["sst"]
+    assert logits.shape == (1, 2)
 
 
 def test_finetuning_fits_and_evaluates_in_process(finetuning_dir):

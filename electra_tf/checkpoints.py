@@ -201,6 +201,7 @@ def build_models(weights: dict[str, np.ndarray], source: str,
 def _assign_encoder_only(discriminator, weights, source) -> set[str]:
     """A checkpoint without the replaced-token head (e.g. a bare ElectraModel or BERT): the
     encoder is loaded, the head keeps its fresh initialisation."""
+    modeling.build_once(discriminator)
     names = encoder_variables(discriminator.encoder, "electra")
     subset = {n: weights[n] for n in names if n in weights}
     missing = sorted(set(names) - set(subset))

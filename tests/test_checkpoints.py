@@ -301,3 +301,31 @@ def test_convert_checkpoint_cli_round_trips_through_every_format(tmp_path):
     result = run_script("convert_checkpoint.py", f"--input={os.path.dirname(prefix)}",
                         f"--output={tmp_path / 'hf_out'}", "--to=hf")
     assert result.returncode != 0 and "is not empty" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["electra_model_bin", "bert_model"])
+def test_plain_encoders_load_with_the_same_hidden_states(tmp_path, kind):
+    """transformers' bare ElectraModel (from a pytorch_model.bin, read with torch) and BertModel
+    (its pooler skipped) load into our encoder: the sequence output is the same; the
+    replaced-token head, which they lack, starts fresh."""
+    torch.manual_seed(0)
+    if kind == "bert_model":
+        config = transformers.BertConfig(**{k: v for k, v in HF.items()
+                                            if k != "embedding_size"})
+        model = transformers.BertModel(config).eval()
+        model.save_pretrained(tmp_path / kind)
+    else:
+        model = transformers.ElectraModel(transformers.ElectraConfig(**HF)).eval()
+        # The hub's older repositories ship a pickled state dict.
+        (tmp_path / kind).mkdir()
+        model.config.save_pretrained(tmp_path / kind)
+        torch.save(model.state_dict(), tmp_path / kind / "pytorch_model.bin")
+    loaded = checkpoints.load_pretrained(str(tmp_path / kind))
+    inputs = _inputs(3)
+    with torch.no_grad():
+        expected = model(input_ids=torch.tensor(inputs["input_ids"]),
+                         attention_mask=torch.tensor(inputs["input_mask"]),
+                         token_type_ids=torch.tensor(inputs["segment_ids"])
+                         ).last_hidden_state.numpy()
+    got = loaded.discriminator(inputs)["sequence_output"].numpy()
+    np.testing.assert_allclose(got, expected, atol=TOLERANCE)

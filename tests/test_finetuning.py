@@ -280,3 +280,39 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
                           "sst,rte_results.json").read_text())
     assert summary["glue_score_median"] == pytest.approx(
         (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)
+
+
+def test_squad_from_tensorflow_datasets(finetuning_dir, tmp_path):
+    """"data_source": "tfds" reads squad/v2.0 (here through tfds' mock, fed the shared sample
+    and two unanswerable questions) into the official json, and trains and scores on it."""
+    import run_finetuning
+    import tensorflow_datasets as tfds
+    from electra_tf.finetuning.config import from_hparams
+
+    _squad_v2(tmp_path / "squad")
+    data = json.loads((tmp_path / "squad" / "dev.json").read_text())
+    rows = [(p["context"], qa) for p in data["data"][0]["paragraphs"] for qa in p["qas"]]
+
+    def as_dataset(builder, split, **kwargs):
+        assert builder.name == "squad" and str(split) in ("train", "validation")
+        return tf.data.Dataset.from_generator(lambda: iter([{
+            "id": qa["id"], "title": "University_of_Notre_Dame", "context": context,
+            "question": qa["question"], "is_impossible": qa["is_impossible"],
+            "answers": {"text": [a["text"] for a in qa["answers"]],
+                        "answer_start": np.array([a["answer_start"] for a in qa["answers"]],
+                                                 np.int32)}} for context, qa in rows]),
+            output_signature={
+                "id": tf.TensorSpec([], tf.string), "title": tf.TensorSpec([], tf.string),
+                "context": tf.TensorSpec([], tf.string), "question": tf.TensorSpec([], tf.string),
+                "is_impossible": tf.TensorSpec([], tf.bool),
+                "answers": {"text": tf.TensorSpec([None], tf.string),
+                            "answer_start": tf.TensorSpec([None], tf.int32)}})
+
+    hparams = {**SQUAD_HPARAMS, "num_train_epochs": 1, "data_source": "tfds"}
+    with tfds.testing.mock_data(as_dataset_fn=as_dataset,
+                                policy=tfds.testing.MockPolicy.USE_CODE):
+        results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+    assert results["squad"]["HasAns_total"] == 5 and results["squad"]["NoAns_total"] == 2
+    converted = json.loads((finetuning_dir / "models" / "tiny" / "finetuning_data_tfds" /
+                            "squad" / "dev.json").read_text())
+    assert sum(len(p["qas"]) for p in converted["data"][0]["paragraphs"]) == 7

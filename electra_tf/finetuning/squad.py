@@ -654,3 +654,35 @@ def evaluate(dataset_path: str, predictions: dict[str, str], null_odds: dict[str
         elif key.startswith("pr_"):
             metrics[key] = float(value)
     return metrics
+
+
+def tfds_to_json(name: str, split: str, tfds_data_dir: str | None, path: str) -> str:
+    """Writes tensorflow-datasets' `name` (squad/v1.1 or squad/v2.0, already prepared in
+    tfds_data_dir: nothing is downloaded) split in the official json schema to `path`, so that
+    reading, featurizing and the official scorer run as on the json files. Returns `path`."""
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder(name, data_dir=tfds_data_dir)
+    try:
+        dataset = builder.as_dataset(split=split, shuffle_files=False)
+    except AssertionError:  # how tfds says the data is not there
+        raise ValueError(f"{name} is not prepared in {builder.data_dir}; nothing is downloaded "
+                         f"here. Prepare it where there is internet (`tfds build {name} "
+                         "--data_dir=DIR`), copy DIR here and pass it as tfds_data_dir") from None
+    paragraphs: dict[tuple[str, str], list[dict]] = {}
+    for row in tfds.as_numpy(dataset):
+        text = lambda value: value.decode("utf-8")  # noqa: E731
+        answers = [{"text": text(t), "answer_start": int(a)} for t, a in
+                   zip(row["answers"]["text"], row["answers"]["answer_start"])]
+        question = {"id": text(row["id"]), "question": text(row["question"]), "answers": answers}
+        if "is_impossible" in row:
+            question["is_impossible"] = bool(row["is_impossible"])
+        paragraphs.setdefault((text(row["title"]), text(row["context"])), []).append(question)
+    titles: dict[str, list[dict]] = {}
+    for (title, context), questions in paragraphs.items():
+        titles.setdefault(title, []).append({"context": context, "qas": questions})
+    data = {"version": name.split("/")[-1],
+            "data": [{"title": title, "paragraphs": ps} for title, ps in titles.items()]}
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    _write_json(path, data)
+    return path

@@ -308,10 +308,13 @@ def load_split(config: FinetuningConfig, tasks: Sequence, task, split: str,
     finetuning_data/<task>/<split>.json."""
     task_id = list(tasks).index(task)
     if isinstance(task, SquadTask):
-        if config.data_source == "tfds":
-            raise ValueError("data_source \"tfds\" reads GLUE; put SQuAD's train.json and "
-                             f"dev.json in {config.raw_data_dir(task.name)}/")
         path = os.path.join(config.raw_data_dir(task.name), f"{split}.json")
+        if config.data_source == "tfds":  # converted to the official json, next to the model
+            path = squad.tfds_to_json(
+                "squad/v2.0" if task.version_2 else "squad/v1.1",
+                {"train": "train", "dev": "validation"}[split], config.tfds_data_dir,
+                os.path.join(config.pretrained_model_dir, "finetuning_data_tfds", task.name,
+                             f"{split}.json"))
         training_split = split == "train"
         examples = squad.read_squad(path, training_split, task.version_2)
         features = squad.featurize(examples, tokenizer, config.max_seq_length, config.doc_stride,
@@ -337,7 +340,7 @@ def test_splits(config: FinetuningConfig, task) -> list[str]:
     hidden)."""
     if isinstance(task, SquadTask):
         path = os.path.join(config.raw_data_dir(task.name), "test.json")
-        return ["test"] if tf.io.gfile.exists(path) else []
+        return ["test"] if config.data_source == "files" and tf.io.gfile.exists(path) else []
     return task.test_splits()
 
 

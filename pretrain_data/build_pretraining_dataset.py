@@ -396,10 +396,14 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
             finally:
                 _init_worker(None)
         else:
-            with multiprocessing.get_context("spawn").Pool(
-                    num_processes, initializer=_init_worker, initargs=(counters,)) as pool:
-                results = pool.starmap(write_examples, [(j, num_processes, source, args)
-                                                        for j in range(num_processes)])
+            # A worker that dies (killed, out of memory) fails the build (BrokenProcessPool)
+            # instead of hanging it, as multiprocessing.Pool would.
+            with concurrent.futures.ProcessPoolExecutor(
+                    num_processes, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_init_worker, initargs=(counters,)) as pool:
+                jobs = [pool.submit(write_examples, j, num_processes, source, args)
+                        for j in range(num_processes)]
+                results = [job.result() for job in jobs]
     except BaseException:
         _remove(os.path.join(output_dir, f"{name}.incomplete") for name in ours)
         raise

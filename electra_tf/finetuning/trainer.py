@@ -75,12 +75,13 @@ def featurize_squad(task_id: int, features: Sequence[squad.QAFeature]) -> dict[s
 
 def concatenate(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Rows of several tasks in one table; a column one task lacks is 0 for its rows."""
-    keys = sorted({key for part in parts for key in part})
-    rows = [len(part["task_id"]) for part in parts]
-    return {key: np.concatenate([part[key] if key in part else
-                                 np.zeros((n, *next(p[key] for p in parts if key in p).shape[1:]),
-                                          next(p[key] for p in parts if key in p).dtype)
-                                 for part, n in zip(parts, rows)]) for key in keys}
+    columns = {}
+    for key in sorted({key for part in parts for key in part}):
+        like = next(part[key] for part in parts if key in part)
+        columns[key] = np.concatenate([
+            part[key] if key in part else
+            np.zeros((len(part["task_id"]), *like.shape[1:]), like.dtype) for part in parts])
+    return columns
 
 
 @dataclasses.dataclass(frozen=True)

@@ -182,8 +182,10 @@ def build_models(weights: dict[str, np.ndarray], source: str,
                          f"{sorted(weights)[:5]}")
     discriminator = modeling.ElectraDiscriminator(disc_sizes.encoder("electra"),
                                                   name="electra_discriminator")
-    used = assign(discriminator, weights, source) if "discriminator_predictions/dense/kernel" in \
-        weights else _assign_encoder_only(discriminator, weights, source)
+    if "discriminator_predictions/dense/kernel" in weights:
+        used = assign(discriminator, weights, source)
+    else:  # a bare encoder (ElectraModel, BERT): the replaced-token head starts fresh
+        used = _assign_encoder_only(discriminator, weights, source)
     generator = None
     gen_sizes = infer_sizes(weights, "generator", num_attention_heads=heads.get("generator"))
     if gen_sizes is not None:

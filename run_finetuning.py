@@ -121,7 +121,7 @@ def run(config) -> dict:
             if latest is None:
                 raise FileNotFoundError(f"do_train is false but {model_dir} holds no "
                                         "checkpoint to evaluate; train first")
-            trainer.model_checkpoint(model).restore(latest).expect_partial() \
+            training.checkpoint(model).restore(latest).expect_partial() \
                 .assert_existing_objects_matched()
         if config.do_eval:
             results = {}

@@ -384,10 +384,10 @@ class PretrainingState:
     loss_scale: training.DynamicLossScale | None
 
     def checkpoint(self) -> tf.train.Checkpoint:
-        parts = {"model": self.model, "optimizer": self.optimizer, "rng": self.rng}
+        parts = {"optimizer": self.optimizer, "rng": self.rng}
         if self.loss_scale is not None:
             parts["loss_scale"] = self.loss_scale
-        return tf.train.Checkpoint(**parts)
+        return training.checkpoint(self.model, **parts)
 
     def make_train_step(self, num_replicas: int, jit_compile: bool):
         """The per-replica training step: forward and backward (XLA-compiled when asked), then

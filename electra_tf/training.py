@@ -156,6 +156,17 @@ def apply_gradients(optimizer: keras.optimizers.Optimizer, grads, variables,
     return norm
 
 
+def checkpoint(model: keras.Model, **extra) -> tf.train.Checkpoint:
+    """A checkpoint of the model's variables keyed by their paths, plus `extra` trackables
+    (optimizer, RNG, loss scale). TF's object-graph tracking does not see the Keras 3
+    sub-layers kept in lists and dicts (the transformer layers, the fine-tuning heads), so
+    `Checkpoint(model=model)` alone would silently miss them."""
+    variables = {v.path: v for v in model.weights}
+    if len(variables) != len(model.weights):
+        raise ValueError(f"{model.name}: two variables share a path; cannot key them by path")
+    return tf.train.Checkpoint(variables=variables, **extra)
+
+
 def run_steps(strategy: tf.distribute.Strategy, replica_fn: Callable):
     """A tf.function running `replica_fn(batch)` on every replica for `num_steps` batches of a
     distributed iterator: the original's iterations_per_loop, one host call per loop."""

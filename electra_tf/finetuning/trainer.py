@@ -223,7 +223,7 @@ def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
         return ds.repeat().shuffle(100, seed=seed).batch(per_replica, drop_remainder=True)
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    checkpoint = model_checkpoint(model, optimizer=state.optimizer)
+    checkpoint = training.checkpoint(model, optimizer=state.optimizer)
     manager = tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=1,
                                          step_counter=state.optimizer.iterations)
     logger = training.ProgressLogger(model_dir, num_steps, 0, config.train_batch_size)
@@ -245,13 +245,6 @@ def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
     print(f"trained {num_steps} steps in {training.format_duration(time.time() - start)}",
           flush=True)
     return num_steps
-
-
-def model_checkpoint(model: FinetuningModel, **extra) -> tf.train.Checkpoint:
-    """The model's variables keyed by their paths. (TF's object-graph tracking does not see
-    the Keras 3 sub-layers kept in lists and dicts, such as the transformer layers and the
-    heads, so `Checkpoint(model=model)` would silently miss them.)"""
-    return tf.train.Checkpoint(variables={v.path: v for v in model.weights}, **extra)
 
 
 def run_head(model: FinetuningModel, task, data: dict[str, np.ndarray],

@@ -54,12 +54,8 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True) -> li
             raise ValueError(f"{source} holds no discriminator to serve")
         return [checkpoints.export_saved_model(pretrained.discriminator,
                                                os.path.join(output, "discriminator"))]
-    written = []
-    for name, model in models.items():
-        path = os.path.join(output, f"{name}.keras")
-        model.save(path)
-        written.append(path)
-    return written
+    return [checkpoints.save_keras(model, os.path.join(output, f"{name}.keras"))
+            for name, model in models.items()]
 
 
 def main(argv) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
@@ -139,7 +138,7 @@ def run(config) -> dict:
                                                          tokenizer, directory)
                     print(f"wrote {written}", flush=True)
         if not config.keep_all_models and trial != config.num_trials:
-            shutil.rmtree(model_dir, ignore_errors=True)
+            tf.io.gfile.rmtree(model_dir)  # gs:// too
     return _median(trials) if trials else {}
 
 

@@ -215,16 +215,14 @@ def _evaluate(config, strategy, model, metrics, iterator) -> dict[str, float]:
 
 def _export(config, model) -> None:
     """The discriminator and generator as standalone .keras models for fine-tuning."""
-    import tensorflow as tf
+    from electra_tf import checkpoints
 
     exported = {"discriminator": model.discriminator_model(), "generator": model.generator_model()}
     for name, keras_model in exported.items():
         if keras_model is None:
             continue
-        path = os.path.join(config.model_dir, f"{name}.keras")
-        tmp = path + ".tmp.keras"  # never leave a half-written model under the final name
-        keras_model.save(tmp)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        path = checkpoints.save_keras(keras_model, os.path.join(config.model_dir,
+                                                                f"{name}.keras"))
         print(f"exported the {name} to {path}", flush=True)
 
 

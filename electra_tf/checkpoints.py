@@ -410,6 +410,15 @@ def export_hf(model, directory: str, vocab_file: str | None = None,
     return directory
 
 
+def save_keras(model: keras.Model, path: str) -> str:
+    """model.save(path) through a temporary name: never a half-written .keras file under the
+    final name."""
+    tmp = path + ".tmp.keras"
+    model.save(tmp)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path
+
+
 # ------------------------------------------------------------------------ SavedModel
 
 def export_saved_model(model, directory: str) -> str:

@@ -271,7 +271,8 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
                    for i, (a, b) in enumerate(zip(pairs, pairs[1:] + pairs[:1])))
     for split in ("train", "dev"):
         (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + rows)
-    hparams = {**TINY_FINETUNING, "task_names": ["sst", "rte"], "num_train_epochs": 1}
+    hparams = {**TINY_FINETUNING, "task_names": ["sst", "rte"], "num_train_epochs": 1,
+               "num_trials": 2, "keep_all_models": False}
     config = from_hparams("tiny", str(finetuning_dir), hparams)
     assert config.num_train_epochs == 1.0 and config.layerwise_lr_decay == 0.8
     results = run_finetuning.run(config)
@@ -280,6 +281,9 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
                           "sst,rte_results.json").read_text())
     assert summary["glue_score_median"] == pytest.approx(
         (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)
+    # keep_all_models false: only the last trial's checkpoints stay.
+    models = finetuning_dir / "models" / "tiny" / "finetuning_models"
+    assert sorted(p.name for p in models.iterdir()) == ["sst,rte_model_2"]
 
 
 def test_squad_from_tensorflow_datasets(finetuning_dir, tmp_path):

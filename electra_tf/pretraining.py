@@ -25,7 +25,7 @@ import math
 import keras
 import tensorflow as tf
 
-from electra_tf import modeling, optimization, tokenization, training
+from electra_tf import fused, modeling, optimization, tokenization, training
 from electra_tf.config import PretrainingConfig
 
 REPLACE_WITH_MASK_PROB = 0.85  # of the masked positions; the other 15% keep the original token
@@ -154,10 +154,8 @@ def replace_tokens(input_ids, sampled, masked_lm_positions, all_replaced_are_fak
 
 def softmax_loss(logits, targets, weights):
     """Weighted mean token cross-entropy (the original's get_softmax_output)."""
-    log_probs = tf.nn.log_softmax(logits)
-    label_log_probs = -tf.gather(log_probs, targets, batch_dims=len(targets.shape))
-    loss = tf.reduce_sum(weights * label_log_probs) / (tf.reduce_sum(weights) + 1e-6)
-    return loss, label_log_probs
+    label_losses = fused.softmax_cross_entropy(logits, targets)
+    return tf.reduce_sum(weights * label_losses) / (tf.reduce_sum(weights) + 1e-6)
 
 
 def _encoder(bert: dict, name: str, embedding_size: int | None = None, embeddings=None,
@@ -265,11 +263,10 @@ class PretrainingModel(keras.Model):
             mlm_logits = modeling.gather_positions(cloze_logits, masked.masked_lm_positions)
             cloze_weights = tf.cast(candidates_mask(input_ids, input_mask, self.special),
                                     tf.float32)
-            gen_loss, _ = softmax_loss(cloze_logits, input_ids, cloze_weights)
+            gen_loss = softmax_loss(cloze_logits, input_ids, cloze_weights)
         else:
             mlm_logits = self._generator_logits(masked, features, training)
-            gen_loss, _ = softmax_loss(mlm_logits, masked.masked_lm_ids,
-                                       masked.masked_lm_weights)
+            gen_loss = softmax_loss(mlm_logits, masked.masked_lm_ids, masked.masked_lm_weights)
         out = {"gen_loss": gen_loss, "loss": c.gen_weight * gen_loss,
                "masked_input_ids": masked.input_ids,
                "masked_lm_positions": masked.masked_lm_positions,

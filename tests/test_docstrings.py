@@ -4,12 +4,12 @@ import doctest
 
 import pytest
 
-from electra_tf import modeling, optimization, tokenization
+from electra_tf import fused, modeling, optimization, tokenization
 from electra_tf.finetuning import glue
 from electra_tf.finetuning import model as finetuning_model
 
 
-@pytest.mark.parametrize("module", [modeling, optimization, tokenization, glue,
+@pytest.mark.parametrize("module", [fused, modeling, optimization, tokenization, glue,
                                     finetuning_model])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 from keras import layers
 
-from electra_tf import modeling
+from electra_tf import fused, modeling
 from electra_tf.modeling import register
 
 
@@ -35,7 +35,7 @@ class ClassificationHead(layers.Layer):
         super().__init__(**kwargs)
         self.num_outputs = num_outputs
         self.dropout_rate = dropout_rate
-        self.dropout = layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = modeling.Dropout(dropout_rate, dtype=self.dtype_policy)
         self.dense = layers.Dense(num_outputs, name="dense", dtype=self.dtype_policy)
 
     def build(self, input_shape):
@@ -110,12 +110,12 @@ class SquadHead(layers.Layer):
             units, activation=act, name=name, dtype=self.dtype_policy)
         self.start_dense = dense(1, "start_logits")
         if joint_prediction:
-            self.end_hidden = dense(512, "qa_hidden", modeling.gelu)
+            self.end_hidden = dense(512, "qa_hidden", fused.gelu)
             self.end_dense = dense(1, "qa_logits")
         else:
             self.end_dense = dense(1, "end_logits")
         if answerable_classifier:
-            self.answer_hidden = (dense(512, "answerable_hidden", modeling.gelu)
+            self.answer_hidden = (dense(512, "answerable_hidden", fused.gelu)
                                   if answerable_uses_start_logits else None)
             self.answer_dense = dense(1, "answerable_logit")
 

@@ -1,0 +1,113 @@
+"""The fused kernels give the original's values and the autodiff gradients of its formulas."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf import fused, modeling
+
+
+def _value_and_gradients(fn, inputs, upstream):
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        y = fn(*inputs)
+    return y, tape.gradient(y, inputs, output_gradients=upstream)
+
+
+def test_gelu_is_the_exact_formula_with_its_gradient():
+    x = tf.constant(np.linspace(-6, 6, 1001), tf.float32)
+    dy = tf.random.stateless_normal(x.shape, [1, 2])
+
+    def exact(x):  # the original's gelu()
+        return x * (0.5 * (1.0 + tf.math.erf(x / tf.sqrt(2.0))))
+
+    ours, ours_grad = _value_and_gradients(fused.gelu, [x], dy)
+    ref, ref_grad = _value_and_gradients(exact, [x], dy)
+    # 1 + erf(x / sqrt 2) cancels in float32 (ulp 6e-8) for x < -3: both are exact to ~1e-6.
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+
+
+
+@pytest.mark.parametrize("shape", [(7, 16), (3, 5, 32)])
+def test_layer_norm_matches_the_original_formula_and_its_gradients(shape):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(3.0, 2.0, shape), tf.float32)  # off-centre, as activations are
+    gamma = tf.constant(rng.normal(1.0, 0.3, shape[-1]), tf.float32)
+    beta = tf.constant(rng.normal(0.0, 0.3, shape[-1]), tf.float32)
+    dy = tf.constant(rng.normal(size=shape), tf.float32)
+
+    def original(x, gamma, beta):  # contrib layer_norm: moments over the last axis
+        mean, variance = tf.nn.moments(x, [-1], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(variance + 1e-12) * gamma + beta
+
+    ours, ours_grads = _value_and_gradients(
+        lambda *a: fused.layer_norm(*a, 1e-12), [x, gamma, beta], dy)
+    ref, ref_grads = _value_and_gradients(original, [x, gamma, beta], dy)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), atol=2e-6)
+    for name, a, b in zip(["x", "gamma", "beta"], ours_grads, ref_grads):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-5, err_msg=name)
+
+
+def test_layer_norm_layer_is_keras_layer_normalization():
+    x = np.random.default_rng(1).normal(size=(2, 4, 8)).astype("float32")
+    ours = modeling.LayerNorm(epsilon=1e-12)
+    keras_norm = keras.layers.LayerNormalization(epsilon=1e-12)
+    ours.build(x.shape)
+    keras_norm.build(x.shape)
+    gamma = np.linspace(0.5, 1.5, 8).astype("float32")
+    for layer in (ours, keras_norm):
+        layer.gamma.assign(gamma)
+        layer.beta.assign(-gamma)
+    assert [v.name for v in ours.weights] == ["gamma", "beta"]
+    np.testing.assert_allclose(ours(x).numpy(), keras_norm(x).numpy(), atol=2e-6)
+    again = modeling.LayerNorm.from_config(ours.get_config())
+    assert again.epsilon == 1e-12 and isinstance(again, modeling.LayerNorm)
+
+
+def test_layer_norm_computes_in_float32_and_returns_the_compute_dtype():
+    norm = modeling.LayerNorm(epsilon=1e-12, dtype="mixed_bfloat16")
+    x = tf.cast(tf.constant([[1000.0, 1001.0, 1002.0, 1003.0]]), tf.bfloat16)
+    y = norm(x)
+    assert y.dtype == tf.bfloat16 and norm.gamma.dtype == "float32"
+    # 1000..1003 are exact in bfloat16 only to 4 units; the result is still centred.
+    assert abs(float(tf.reduce_mean(tf.cast(y, tf.float32)))) < 0.02
+
+
+def test_dropout_drops_at_the_rate_scales_the_rest_and_masks_the_gradient():
+    x = tf.ones([200, 500])
+    uniform = tf.random.stateless_uniform(x.shape, [3, 4])
+    y, grads = _value_and_gradients(lambda x: fused.dropout(x, 0.1, uniform), [x], 2 * x)
+    kept = (uniform >= 0.1).numpy()
+    np.testing.assert_allclose(y.numpy(), np.where(kept, 1 / 0.9, 0.0), rtol=1e-7)
+    np.testing.assert_allclose(grads[0].numpy(), np.where(kept, 2 / 0.9, 0.0), rtol=1e-7)
+    assert abs(1 - kept.mean() - 0.1) < 0.004  # 100,000 draws: 4.7 standard deviations
+
+
+def test_dropout_layer_is_random_per_call_seeded_and_off_outside_training():
+    x = tf.ones([64, 64])
+    assert modeling.Dropout(0.1)(x, training=False) is x
+    first, second = modeling.Dropout(0.1, seed=7), modeling.Dropout(0.1, seed=7)
+    a, b = first(x, training=True), second(x, training=True)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())  # same seed, same mask
+    assert not np.array_equal(a.numpy(), first(x, training=True).numpy())  # a new mask per call
+    assert modeling.Dropout(0.1, dtype="mixed_bfloat16")(
+        tf.cast(x, tf.bfloat16), training=True).dtype == tf.bfloat16
+
+
+@pytest.mark.parametrize("targets_shape", [(6,), (3, 4)])
+def test_softmax_cross_entropy_matches_log_softmax_and_its_gradient(targets_shape):
+    vocab = 50
+    rng = np.random.default_rng(2)
+    logits = tf.constant(rng.normal(0, 5, targets_shape + (vocab,)) + 80, tf.float32)  # large
+    targets = tf.constant(rng.integers(0, vocab, targets_shape), tf.int32)
+    weights = tf.constant(rng.random(targets_shape), tf.float32)
+
+    def original(logits):  # get_softmax_output: -sum(one_hot * log_softmax)
+        return -tf.reduce_sum(tf.one_hot(targets, vocab) * tf.nn.log_softmax(logits), -1)
+
+    ours, ours_grad = _value_and_gradients(
+        lambda l: fused.softmax_cross_entropy(l, targets), [logits], weights)
+    ref, ref_grad = _value_and_gradients(original, [logits], weights)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours_grad[0].numpy(), ref_grad[0].numpy(), rtol=1e-5, atol=1e-6)

@@ -204,8 +204,12 @@ class TransformerLayer(layers.Layer):
         x = ops.reshape(x, (batch_size, seq_length, self.num_attention_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))  # [B, heads, L, head_size]
 
-    def call(self, x, attention_mask, training=None):
-        """x: [B, L, H]; attention_mask: int [B, 1, 1 or L, L], 1 where attention may look."""
+    def call(self, x, attention_mask, training=None, first_position_only: bool = False):
+        """x: [B, L, H]; attention_mask: int [B, 1, 1 or L, L], 1 where attention may look.
+
+        first_position_only: compute the output at position 0 ([CLS]) only, [B, 1, H], still
+        attending over every position: all a classifier on the last layer's [CLS] needs, and
+        the same values (and gradients) as the full layer's [:, :1]."""
         batch_size, seq_length = ops.shape(x)[0], ops.shape(x)[1]
         # One GEMM for query, key and value (faster than three); the weights stay separate.
         kernel = ops.concatenate([self.query.kernel, self.key.kernel, self.value.kernel], 1)
@@ -214,13 +218,15 @@ class TransformerLayer(layers.Layer):
         qkv = tf.nn.bias_add(ops.matmul(x, ops.cast(kernel, x.dtype)), ops.cast(bias, x.dtype))
         q, k, v = (self._split_heads(t, batch_size, seq_length)
                    for t in ops.split(qkv, 3, axis=-1))
+        if first_position_only:
+            q, x, attention_mask = q[:, :, :1], x[:, :1], attention_mask[:, :, :1]
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
         # Softmax in float32 so mixed precision matches the float32 model's attention.
         bias = (1.0 - ops.cast(attention_mask, "float32")) * ATTENTION_MASK_BIAS
         probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
         probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
-        context = ops.reshape(context, (batch_size, seq_length, self.hidden_size))
+        context = ops.reshape(context, (batch_size, ops.shape(x)[1], self.hidden_size))
         attention = self.hidden_dropout(self.attention_output(context), training=training)
         attention = self.attention_layer_norm(attention + x)
         output = self.hidden_dropout(self.output_dense(self.intermediate(attention)),
@@ -324,13 +330,17 @@ class Encoder(layers.Layer):
         """The word-embedding matrix [vocab, embedding_size] the MLM head ties its output to."""
         return self.embeddings.word_embeddings
 
-    def call(self, input_ids, input_mask, segment_ids, training=None):
+    def call(self, input_ids, input_mask, segment_ids, training=None,
+             first_position_only: bool = False):
+        """-> [B, L, hidden_size]; with first_position_only, [B, 1, hidden_size]: the last
+        layer computes the [CLS] position only (see TransformerLayer.call)."""
         x = self.embeddings(input_ids, segment_ids, training=training)
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
         mask = attention_mask(input_mask, self.causal)
-        for layer in self.transformer_layers:
-            x = layer(x, mask, training=training)
+        for i, layer in enumerate(self.transformer_layers):
+            last = i == len(self.transformer_layers) - 1
+            x = layer(x, mask, training=training, first_position_only=first_position_only and last)
         return x
 
     def get_config(self) -> dict[str, Any]:

@@ -189,6 +189,27 @@ def test_generator_logits_only_at_masked_positions_match_full_logits():
     np.testing.assert_allclose(at, full[:, [1, 3, 5]], atol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [None, "rtl"])
+def test_first_position_only_gives_the_full_encoders_cls_vector_and_gradients(causal):
+    encoder = modeling.Encoder(vocab_size=50, hidden_size=8, num_hidden_layers=2,
+                               num_attention_heads=2, intermediate_size=16, causal=causal,
+                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    ids = tf.constant([[1, 5, 7, 9, 2, 0], [1, 4, 2, 0, 0, 0]])
+    mask, segments = tf.sign(ids), tf.zeros_like(ids)
+    outputs, gradients = [], []
+    for first_only in (False, True):
+        with tf.GradientTape() as tape:
+            out = encoder(ids, mask, segments, first_position_only=first_only)
+            loss = tf.reduce_sum(tf.sin(out[:, 0]))
+        outputs.append(out)
+        gradients.append(tape.gradient(loss, encoder.trainable_variables))
+    assert outputs[1].shape == (2, 1, 8)
+    np.testing.assert_allclose(outputs[1].numpy(), outputs[0][:, :1].numpy(), atol=1e-6)
+    for full, first in zip(*gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(first).numpy(),
+                                   tf.convert_to_tensor(full).numpy(), atol=1e-6)
+
+
 def test_mixed_bfloat16_step_keeps_float32_variables_and_outputs():
     with training.precision_policy("mixed_bfloat16"):
         model = _model(precision="mixed_bfloat16")

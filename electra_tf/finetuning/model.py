@@ -73,8 +73,11 @@ class FinetuningModel(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
+        # Classifiers read only [CLS]: the last layer then computes that position alone.
+        cls_only = all(isinstance(head, ClassificationHead) for head in self.heads.values())
         sequence_output = self.encoder(inputs["input_ids"], inputs["input_mask"],
-                                       inputs["segment_ids"], training=training)
+                                       inputs["segment_ids"], training=training,
+                                       first_position_only=cls_only)
         return {name: head(sequence_output, inputs, training=training)
                 for name, head in self.heads.items()}
 

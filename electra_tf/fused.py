@@ -8,7 +8,9 @@ around them stay with TensorFlow's oneDNN kernels (XLA:CPU's own matmuls are slo
 The arithmetic is the original's; tests/test_fused.py checks values and gradients against
 plain TensorFlow.
 
-Random numbers come from TensorFlow's kernels: XLA:CPU's generator is 4x slower.
+Random numbers come from TensorFlow's kernels: XLA:CPU's generator is 4x slower. `matmul` is
+the one op here that is not element-wise: a matmul whose weight gradient takes the faster of
+two orientations.
 
 >>> import numpy as np
 >>> x = tf.constant(np.linspace(-3, 3, 12, dtype="float32").reshape(3, 4))
@@ -129,3 +131,28 @@ def softmax_cross_entropy(logits, targets):
         return loss, lambda d: _cross_entropy_backward(logits, log_normalizer, targets, d)
 
     return cross_entropy(logits)
+
+
+def matmul(x, kernel):
+    """x [..., K] @ kernel [K, N], with the kernel's gradient in oneDNN's faster orientation.
+
+    Autodiff takes it as x^T dy, which on this CPU runs 1.3-1.6x slower than (dy^T x)^T when
+    K > N: 205 against 326 GFLOP/s for the feed-forward output layer's [16384, 1024] x
+    [1024, 256]. The products are the same; only the order of the operands changes."""
+    depth, units = kernel.shape
+
+    @tf.custom_gradient
+    def product(x, kernel):
+        rows = tf.reshape(x, [-1, depth])
+        y = tf.reshape(tf.matmul(rows, kernel), tf.concat([tf.shape(x)[:-1], [units]], 0))
+
+        def gradient(dy):
+            dy_rows = tf.reshape(dy, [-1, units])
+            dx = tf.reshape(tf.matmul(dy_rows, kernel, transpose_b=True), tf.shape(x))
+            if depth > units:
+                return dx, tf.transpose(tf.matmul(dy_rows, rows, transpose_a=True))
+            return dx, tf.matmul(rows, dy_rows, transpose_a=True)
+
+        return y, gradient
+
+    return product(x, kernel)

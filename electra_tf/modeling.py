@@ -67,6 +67,24 @@ class LayerNorm(layers.LayerNormalization):
 
 
 @register
+class Dense(layers.Dense):
+    """keras.layers.Dense whose kernel gradient takes fused.matmul's faster orientation.
+
+    >>> dense = Dense(4, activation="relu")
+    >>> tuple(dense(ops.ones((2, 3, 8))).shape)
+    (2, 3, 4)
+    """
+
+    def call(self, inputs, training=None):
+        if self.lora_enabled or self.quantization_mode:
+            return super().call(inputs, training=training)
+        x = fused.matmul(inputs, ops.cast(self.kernel, inputs.dtype))
+        if self.bias is not None:
+            x = tf.nn.bias_add(x, ops.cast(self.bias, x.dtype))
+        return self.activation(x)
+
+
+@register
 class Dropout(layers.Dropout):
     """keras.layers.Dropout with the mask applied (and its gradient taken) by one fused kernel.
 
@@ -171,9 +189,9 @@ class TransformerLayer(layers.Layer):
         self.head_size = hidden_size // num_attention_heads
 
         def dense(units, name, activation=None):
-            return layers.Dense(units, activation=activation, name=name,
-                                kernel_initializer=_initializer(initializer_range),
-                                dtype=self.dtype_policy)
+            return Dense(units, activation=activation, name=name,
+                         kernel_initializer=_initializer(initializer_range),
+                         dtype=self.dtype_policy)
 
         def layer_norm(name):
             return LayerNorm(epsilon=LAYER_NORM_EPSILON, name=name,

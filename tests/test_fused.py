@@ -111,3 +111,28 @@ def test_softmax_cross_entropy_matches_log_softmax_and_its_gradient(targets_shap
     ref, ref_grad = _value_and_gradients(original, [logits], weights)
     np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ours_grad[0].numpy(), ref_grad[0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("depth,units", [(24, 8), (8, 24)])
+def test_matmul_gives_autodiffs_values_and_gradients_in_either_orientation(depth, units):
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.normal(size=(2, 5, depth)), tf.float32)
+    kernel = tf.constant(rng.normal(size=(depth, units)), tf.float32)
+    dy = tf.constant(rng.normal(size=(2, 5, units)), tf.float32)
+    ours, ours_grads = _value_and_gradients(fused.matmul, [x, kernel], dy)
+    ref, ref_grads = _value_and_gradients(lambda x, k: tf.einsum("bld,du->blu", x, k),
+                                          [x, kernel], dy)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), atol=1e-5)
+    for a, b in zip(ours_grads, ref_grads):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+
+
+def test_dense_layer_is_keras_dense():
+    x = np.random.default_rng(4).normal(size=(3, 16)).astype("float32")
+    ours = modeling.Dense(4, activation="gelu", kernel_initializer="glorot_uniform")
+    reference = keras.layers.Dense(4, activation="gelu")
+    ours.build(x.shape)
+    reference.build(x.shape)
+    reference.set_weights(ours.get_weights())
+    assert [v.name for v in ours.weights] == ["kernel", "bias"]
+    np.testing.assert_allclose(ours(x).numpy(), reference(x).numpy(), atol=1e-6)

@@ -4,7 +4,6 @@ A BERT encoder (post-LayerNorm, exact GELU, LayerNorm epsilon 1e-12, truncated-n
 initialisation, dropout 0.1, -10000 attention-mask bias) plus the two pretraining heads.
 
 Layers, from the bottom up:
-  LayerNorm/Dropout Keras' layers, computed by the fused kernels of electra_tf.fused
   Embeddings        word + position + token type, LayerNorm, dropout (shareable between models)
   TransformerLayer  one self-attention + feed-forward block
   Encoder           the backbone: Embeddings, a projection when embedding != hidden size, layers
@@ -12,6 +11,7 @@ Layers, from the bottom up:
   DiscriminatorHead dense, GELU, dense to one logit per token
 Models:
   ElectraDiscriminator / ElectraGenerator  an Encoder with its head, savable as .keras
+LayerNorm, Dropout and Dense are Keras' layers computed with the kernels of electra_tf.fused.
 
 Example:
 >>> import numpy as np
@@ -130,8 +130,8 @@ class Embeddings(layers.Layer):
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
         self.dropout_rate = dropout_rate
-        self.layer_norm = LayerNorm(
-            epsilon=LAYER_NORM_EPSILON, name="LayerNorm", dtype=self.dtype_policy)
+        self.layer_norm = LayerNorm(epsilon=LAYER_NORM_EPSILON, name="LayerNorm",
+                                    dtype=self.dtype_policy)
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
@@ -194,8 +194,7 @@ class TransformerLayer(layers.Layer):
                          dtype=self.dtype_policy)
 
         def layer_norm(name):
-            return LayerNorm(epsilon=LAYER_NORM_EPSILON, name=name,
-                                             dtype=self.dtype_policy)
+            return LayerNorm(epsilon=LAYER_NORM_EPSILON, name=name, dtype=self.dtype_policy)
 
         self.query = dense(hidden_size, "query")
         self.key = dense(hidden_size, "key")
@@ -205,8 +204,7 @@ class TransformerLayer(layers.Layer):
         self.intermediate = dense(intermediate_size, "intermediate", _activation(hidden_act))
         self.output_dense = dense(hidden_size, "output")
         self.output_layer_norm = layer_norm("output_LayerNorm")
-        self.attention_dropout = Dropout(attention_probs_dropout_prob,
-                                                dtype=self.dtype_policy)
+        self.attention_dropout = Dropout(attention_probs_dropout_prob, dtype=self.dtype_policy)
         self.hidden_dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):

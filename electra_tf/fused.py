@@ -80,15 +80,14 @@ def layer_norm(x, gamma, beta, epsilon: float):
 
 
 @tf.function(jit_compile=True)
-def _dropout_forward(x, uniform, rate):
-    scale = tf.where(uniform >= rate, tf.cast(1.0 / (1.0 - rate), x.dtype),
-                     tf.zeros([], x.dtype))
-    return x * scale, scale
+def _apply_mask(x, keep, rate):
+    return tf.where(keep, x * (1.0 / (1.0 - rate)), tf.zeros([], x.dtype))
 
 
 @tf.function(jit_compile=True)
-def _scale(dy, scale):
-    return dy * scale
+def _dropout_forward(x, uniform, rate):
+    keep = uniform >= rate
+    return _apply_mask(x, keep, rate), keep
 
 
 def dropout(x, rate: float, uniform):
@@ -97,8 +96,8 @@ def dropout(x, rate: float, uniform):
 
     @tf.custom_gradient
     def drop(x):
-        y, scale = _dropout_forward(x, uniform, rate)
-        return y, lambda dy: _scale(dy, scale)
+        y, keep = _dropout_forward(x, uniform, rate)  # a boolean mask: a quarter of the memory
+        return y, lambda dy: _apply_mask(dy, keep, rate)
 
     return drop(x)
 

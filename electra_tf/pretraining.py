@@ -91,11 +91,6 @@ def _uniform(rng: tf.random.Generator | None, shape):
     return tf.random.uniform(shape) if rng is None else rng.uniform(shape)
 
 
-def _gumbel(rng, shape):
-    """Gumbel(0, 1) noise as the original draws it (with its 1e-9 guards)."""
-    return -tf.math.log(-tf.math.log(_uniform(rng, shape) + 1e-9) + 1e-9)
-
-
 def mask(input_ids, input_mask, mask_prob: float, max_predictions_per_seq: int,
          special: SpecialIds, rng: tf.random.Generator | None = None) -> MaskedInputs:
     """The original's pretrain_helpers.mask() for uniform masking.
@@ -119,8 +114,8 @@ def mask(input_ids, input_mask, mask_prob: float, max_predictions_per_seq: int,
     # N categorical draws over the candidates by Gumbel-max: the same distribution as the
     # original's tf.random.categorical, but from the replica's own random stream.
     log_prob = tf.where(candidates, 0.0, -math.inf)  # uniform over candidates
-    noise = _gumbel(rng, [batch_size, n, seq_length])
-    positions = tf.argmax(log_prob[:, None, :] + noise, axis=-1, output_type=tf.int32)
+    noisy = fused.add_gumbel_noise(log_prob[:, None, :], _uniform(rng, [batch_size, n, seq_length]))
+    positions = tf.argmax(noisy, axis=-1, output_type=tf.int32)
     int_weights = tf.cast(weights, tf.int32)
     positions *= int_weights
     masked_lm_ids = tf.gather(input_ids, positions, batch_dims=1) * int_weights
@@ -136,7 +131,8 @@ def sample_from_softmax(logits, rng: tf.random.Generator | None = None, disallow
     which returns the same argmax as a one-hot). `disallow` [B, N, V] subtracts 1000 first."""
     if disallow is not None:
         logits -= 1000.0 * disallow
-    return tf.argmax(logits + _gumbel(rng, tf.shape(logits)), -1, output_type=tf.int32)
+    noisy = fused.add_gumbel_noise(logits, _uniform(rng, tf.shape(logits)))
+    return tf.argmax(noisy, -1, output_type=tf.int32)
 
 
 def replace_tokens(input_ids, sampled, masked_lm_positions, all_replaced_are_fake: bool = False):
@@ -280,8 +276,9 @@ class PretrainingModel(keras.Model):
         # Replace the masked tokens with generator samples. Unmasking gives back input_ids
         # exactly (position 0 is never a candidate), so the samples go into input_ids.
         disallow = tf.one_hot(masked.masked_lm_ids, c.vocab_size) if c.disallow_correct else None
-        sampled = tf.stop_gradient(sample_from_softmax(mlm_logits / c.temperature, self.rng,
-                                                       disallow))
+        # x / 1.0 == x: the default temperature skips a pass over [B, N, vocab].
+        logits = mlm_logits if c.temperature == 1.0 else mlm_logits / c.temperature
+        sampled = tf.stop_gradient(sample_from_softmax(logits, self.rng, disallow))
         fake_ids, replaced, labels = replace_tokens(input_ids, sampled, masked.masked_lm_positions,
                                                     c.electric_objective)
 

@@ -136,3 +136,14 @@ def test_dense_layer_is_keras_dense():
     reference.set_weights(ours.get_weights())
     assert [v.name for v in ours.weights] == ["kernel", "bias"]
     np.testing.assert_allclose(ours(x).numpy(), reference(x).numpy(), atol=1e-6)
+
+
+def test_gumbel_noise_is_the_originals_formula_and_broadcasts():
+    uniform = tf.random.stateless_uniform([3, 4, 6], [5, 6])
+    logits = tf.constant(np.random.default_rng(5).normal(size=(3, 1, 6)), tf.float32)
+    original = logits - tf.math.log(-tf.math.log(uniform + 1e-9) + 1e-9)
+    ours = fused.add_gumbel_noise(logits, uniform)
+    assert ours.shape == (3, 4, 6)
+    np.testing.assert_allclose(ours.numpy(), original.numpy(), rtol=1e-6, atol=1e-6)
+    # The 1e-9 guards keep u = 0 finite, as in the original.
+    assert np.isfinite(fused.add_gumbel_noise(tf.zeros([1]), tf.zeros([1])).numpy()).all()

@@ -132,18 +132,14 @@ def softmax_cross_entropy(logits, targets):
     return cross_entropy(logits)
 
 
-
 @tf.function(jit_compile=True)
-def _add_gumbel_noise(logits, uniform):
-    return logits - tf.math.log(-tf.math.log(uniform + 1e-9) + 1e-9)
-
-
 def add_gumbel_noise(logits, uniform):
     """logits + Gumbel(0, 1) noise made from float32 uniform draws (shapes broadcast), as the
     original's sample_from_softmax writes it: -log(-log(u + 1e-9) + 1e-9). One pass over the
     generator's [128, 19, 30522] logits where TensorFlow makes six; with TF's random numbers
     and argmax around it, sampling takes 222 ms against 380 ms."""
-    return _add_gumbel_noise(logits, uniform)
+    return logits - tf.math.log(-tf.math.log(uniform + 1e-9) + 1e-9)
+
 
 def matmul(x, kernel):
     """x [..., K] @ kernel [K, N], with the kernel's gradient in oneDNN's faster orientation.

@@ -88,8 +88,9 @@ class Dense(layers.Dense):
 class Dropout(layers.Dropout):
     """keras.layers.Dropout with the mask applied (and its gradient taken) by one fused kernel.
 
-    Same semantics as tf.nn.dropout: each value is kept with probability 1 - rate (float32
-    uniform draws from the layer's seed generator) and scaled by 1 / (1 - rate).
+    Same semantics as tf.nn.dropout: each value is kept with probability 1 - rate and scaled
+    by 1 / (1 - rate). For float32 inputs, the very values of Keras' Dropout with the same seed:
+    the same float32 uniform draws from the layer's seed generator.
 
     >>> drop = Dropout(0.5, seed=1)
     >>> sorted(set(ops.convert_to_numpy(drop(ops.ones((1000,)), training=True)).tolist()))
@@ -99,8 +100,10 @@ class Dropout(layers.Dropout):
     def call(self, inputs, training=False):
         if not training or self.rate == 0 or self.noise_shape is not None:
             return super().call(inputs, training=training)
-        uniform = keras.random.uniform(ops.shape(inputs), seed=self.seed_generator)
-        return fused.dropout(inputs, self.rate, uniform)
+        seed = self.seed_generator.next()
+        if seed.dtype != tf.int32:  # as Keras' TensorFlow backend turns a seed into int32
+            seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+        return fused.dropout(inputs, self.rate, seed)
 
 
 def _activation(name: str):

@@ -76,12 +76,36 @@ def test_layer_norm_computes_in_float32_and_returns_the_compute_dtype():
 
 def test_dropout_drops_at_the_rate_scales_the_rest_and_masks_the_gradient():
     x = tf.ones([200, 500])
-    uniform = tf.random.stateless_uniform(x.shape, [3, 4])
-    y, grads = _value_and_gradients(lambda x: fused.dropout(x, 0.1, uniform), [x], 2 * x)
-    kept = (uniform >= 0.1).numpy()
+    seed = tf.constant([3, 4])
+    y, grads = _value_and_gradients(lambda x: fused.dropout(x, 0.1, seed), [x], 2 * x)
+    kept = (tf.random.stateless_uniform(x.shape, seed) >= 0.1).numpy()
     np.testing.assert_allclose(y.numpy(), np.where(kept, 1 / 0.9, 0.0), rtol=1e-7)
     np.testing.assert_allclose(grads[0].numpy(), np.where(kept, 2 / 0.9, 0.0), rtol=1e-7)
     assert abs(1 - kept.mean() - 0.1) < 0.004  # 100,000 draws: 4.7 standard deviations
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 16, 16), (7, 5, 3), (3,)])
+def test_dropout_draws_tensorflows_own_random_numbers(shape):
+    # Philox computed in the kernel gives TensorFlow's stream, element for element, also when
+    # the element count is not a multiple of Philox's four words.
+    x = tf.random.stateless_normal(shape, [5, 6])
+    for seed in ([3, 4], [0, 0], [-7, 2**31 - 1]):
+        expected = tf.nn.experimental.stateless_dropout(x, 0.3, seed)
+        np.testing.assert_array_equal(fused.dropout(x, 0.3, tf.constant(seed)).numpy(),
+                                      expected.numpy())
+
+
+def test_philox_carries_across_counter_words():
+    # A counter about to wrap its low words: counter + block index must carry like TF's.
+    key = tf.constant([0x12345678, 0x9ABCDEF0], tf.uint32)
+    counter = tf.constant([0xFFFFFFF0, 0xFFFFFFFF, 0xFFFFFFFF, 7], tf.uint32)
+    x = tf.ones([256])
+    keep_bits = fused._dropout_keep_bits(x, key, counter, 0.5)
+    uniform = tf.raw_ops.StatelessRandomUniformV2(
+        shape=[256], key=tf.bitcast(key, tf.uint64)[None],
+        counter=tf.bitcast(tf.reshape(counter, [2, 2]), tf.uint64), alg=1)
+    kept = fused._apply_keep_bits(x, keep_bits, 0.5).numpy() > 0
+    np.testing.assert_array_equal(kept, uniform.numpy() >= 0.5)
 
 
 def test_dropout_layer_is_random_per_call_seeded_and_off_outside_training():
@@ -91,6 +115,9 @@ def test_dropout_layer_is_random_per_call_seeded_and_off_outside_training():
     a, b = first(x, training=True), second(x, training=True)
     np.testing.assert_array_equal(a.numpy(), b.numpy())  # same seed, same mask
     assert not np.array_equal(a.numpy(), first(x, training=True).numpy())  # a new mask per call
+    np.testing.assert_array_equal(  # Keras' own layer with the same seed: the same values
+        modeling.Dropout(0.1, seed=5)(x, training=True).numpy(),
+        keras.layers.Dropout(0.1, seed=5)(x, training=True).numpy())
     assert modeling.Dropout(0.1, dtype="mixed_bfloat16")(
         tf.cast(x, tf.bfloat16), training=True).dtype == tf.bfloat16
 

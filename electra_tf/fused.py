@@ -62,14 +62,18 @@ def _layer_norm_backward(dy, normalized, inv_std, gamma):
     d_normalized = dy * gamma
     dx = inv_std * (d_normalized - tf.reduce_mean(d_normalized, -1, keepdims=True)
                     - normalized * tf.reduce_mean(d_normalized * normalized, -1, keepdims=True))
-    batch_axes = list(range(len(dy.shape) - 1))
-    return dx, tf.reduce_sum(dy * normalized, batch_axes), tf.reduce_sum(dy, batch_axes)
+    # Sums over the rows as products with a row of ones: XLA:CPU's own column reductions run
+    # at a fraction of memory speed (55 ms against 2 ms for a [16384, 1024] sum).
+    rows = tf.reshape(dy, [-1, dy.shape[-1]])
+    ones = tf.ones([1, tf.shape(rows)[0]], dy.dtype)
+    d_gamma = tf.matmul(ones, rows * tf.reshape(normalized, tf.shape(rows)))[0]
+    return dx, d_gamma, tf.matmul(ones, rows)[0]
 
 
 def layer_norm(x, gamma, beta, epsilon: float):
     """LayerNorm over the last axis, as the original's (contrib) layer_norm: the variance is
     the mean squared deviation. Computed in float32 whatever x's dtype; returns x's dtype.
-    Forward and backward of a [16384, 256] activation: 14 ms against Keras' 21 ms."""
+    Forward and backward of a [128, 128, 256] activation: 17 ms against Keras' 25 ms."""
     dtype = x.dtype
 
     @tf.custom_gradient

@@ -68,7 +68,8 @@ class LayerNorm(layers.LayerNormalization):
 
 @register
 class Dense(layers.Dense):
-    """keras.layers.Dense whose kernel gradient takes fused.matmul's faster orientation.
+    """keras.layers.Dense whose kernel gradient takes fused.matmul's faster orientation, and
+    whose bias and exact GELU are one kernel (fused.bias_gelu).
 
     >>> dense = Dense(4, activation="relu")
     >>> tuple(dense(ops.ones((2, 3, 8))).shape)
@@ -79,9 +80,12 @@ class Dense(layers.Dense):
         if self.lora_enabled or self.quantization_mode:
             return super().call(inputs, training=training)
         x = fused.matmul(inputs, ops.cast(self.kernel, inputs.dtype))
-        if self.bias is not None:
-            x = tf.nn.bias_add(x, ops.cast(self.bias, x.dtype))
-        return self.activation(x)
+        if self.bias is None:
+            return self.activation(x)
+        bias = ops.cast(self.bias, x.dtype)
+        if self.activation is fused.gelu:
+            return fused.bias_gelu(x, bias)
+        return self.activation(tf.nn.bias_add(x, bias))
 
 
 @register

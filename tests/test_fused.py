@@ -154,15 +154,24 @@ def test_matmul_gives_autodiffs_values_and_gradients_in_either_orientation(depth
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
 
 
-def test_dense_layer_is_keras_dense():
-    x = np.random.default_rng(4).normal(size=(3, 16)).astype("float32")
-    ours = modeling.Dense(4, activation="gelu", kernel_initializer="glorot_uniform")
-    reference = keras.layers.Dense(4, activation="gelu")
+@pytest.mark.parametrize("activation", ["gelu", fused.gelu])  # fused.gelu: bias_gelu's path
+def test_dense_layer_is_keras_dense(activation):
+    x = tf.constant(np.random.default_rng(4).normal(size=(3, 5, 16)), tf.float32)
+    ours = modeling.Dense(4, activation=activation, bias_initializer="random_normal")
+    reference = keras.layers.Dense(4, activation="gelu")  # Keras' exact (erf) GELU
     ours.build(x.shape)
     reference.build(x.shape)
     reference.set_weights(ours.get_weights())
     assert [v.name for v in ours.weights] == ["kernel", "bias"]
-    np.testing.assert_allclose(ours(x).numpy(), reference(x).numpy(), atol=1e-6)
+    dy = tf.random.stateless_normal([3, 5, 4], [1, 1])
+    results = []
+    for layer in (ours, reference):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+        results.append([y, *tape.gradient(y, [x, *layer.trainable_variables], dy)])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_gumbel_noise_is_the_originals_formula_and_broadcasts():

@@ -104,10 +104,14 @@ class Dropout(layers.Dropout):
     def call(self, inputs, training=False):
         if not training or self.rate == 0 or self.noise_shape is not None:
             return super().call(inputs, training=training)
+        return fused.dropout(inputs, self.rate, self.next_seed())
+
+    def next_seed(self):
+        """The int32 [2] seed of the next mask, from the layer's seed generator."""
         seed = self.seed_generator.next()
         if seed.dtype != tf.int32:  # as Keras' TensorFlow backend turns a seed into int32
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        return fused.dropout(inputs, self.rate, seed)
+        return seed
 
 
 def _activation(name: str):
@@ -249,11 +253,19 @@ class TransformerLayer(layers.Layer):
         probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
         context = ops.reshape(context, (batch_size, ops.shape(x)[1], self.hidden_size))
-        attention = self.hidden_dropout(self.attention_output(context), training=training)
-        attention = self.attention_layer_norm(attention + x)
-        output = self.hidden_dropout(self.output_dense(self.intermediate(attention)),
-                                     training=training)
-        return self.output_layer_norm(output + attention)
+        attention = self._add_and_norm(self.attention_output, context, x,
+                                       self.attention_layer_norm, training)
+        return self._add_and_norm(self.output_dense, self.intermediate(attention), attention,
+                                  self.output_layer_norm, training)
+
+    def _add_and_norm(self, dense: Dense, inputs, residual, layer_norm: LayerNorm, training):
+        """layer_norm(hidden_dropout(dense(inputs)) + residual), the dense layer's bias, the
+        dropout, the residual connection and the LayerNorm as one fused kernel."""
+        seed = self.hidden_dropout.next_seed() if training and self.hidden_dropout_prob else None
+        product = fused.matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
+        return fused.dropout_add_layer_norm(
+            product, ops.cast(dense.bias, product.dtype), residual, layer_norm.gamma.value,
+            layer_norm.beta.value, layer_norm.epsilon, self.hidden_dropout_prob, seed)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -122,6 +122,29 @@ def test_dropout_layer_is_random_per_call_seeded_and_off_outside_training():
         tf.cast(x, tf.bfloat16), training=True).dtype == tf.bfloat16
 
 
+@pytest.mark.parametrize("seed", [None, [3, 4]])
+def test_dropout_add_layer_norm_is_the_three_ops_in_turn(seed):
+    rng = np.random.default_rng(7)
+    x, residual = (tf.constant(rng.normal(size=(2, 8, 16)), tf.float32) for _ in range(2))
+    bias, gamma, beta = (tf.constant(rng.normal(size=16), tf.float32) for _ in range(3))
+    seed = None if seed is None else tf.constant(seed)
+
+    def separate(x, bias, residual, gamma, beta):
+        h = tf.nn.bias_add(x, bias)
+        if seed is not None:
+            h = fused.dropout(h, 0.25, seed)
+        return fused.layer_norm(h + residual, gamma, beta, 1e-12)
+
+    inputs = [x, bias, residual, gamma, beta]
+    dy = tf.random.stateless_normal(x.shape, [1, 2])
+    ours = _value_and_gradients(
+        lambda *a: fused.dropout_add_layer_norm(*a, 1e-12, 0.25, seed), inputs, dy)
+    reference = _value_and_gradients(separate, inputs, dy)
+    np.testing.assert_allclose(ours[0].numpy(), reference[0].numpy(), rtol=1e-5, atol=1e-5)
+    for a, b in zip(ours[1], reference[1]):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("targets_shape", [(6,), (3, 4)])
 def test_softmax_cross_entropy_matches_log_softmax_and_its_gradient(targets_shape):
     vocab = 50

@@ -9,7 +9,8 @@ The arithmetic is the original's; tests/test_fused.py checks values and gradient
 plain TensorFlow.
 
 Dropout computes TensorFlow's own Philox random numbers inside its kernel; the Gumbel noise
-takes them from TensorFlow's kernel (XLA:CPU's generator is 4x slower). `matmul` is
+takes them from TensorFlow's kernel (XLA:CPU's generator is 4x slower). `bias_gelu` and
+`dropout_add_layer_norm` take a dense layer's bias into the kernel that follows it. `matmul` is
 the one op here that is not element-wise: a matmul whose weight gradient takes the faster of
 two orientations.
 

@@ -79,13 +79,17 @@ class Dense(layers.Dense):
     def call(self, inputs, training=None):
         if self.lora_enabled or self.quantization_mode:
             return super().call(inputs, training=training)
-        x = fused.matmul(inputs, ops.cast(self.kernel, inputs.dtype))
+        x = self.product(inputs)
         if self.bias is None:
             return self.activation(x)
         bias = ops.cast(self.bias, x.dtype)
         if self.activation is fused.gelu:
             return fused.bias_gelu(x, bias)
         return self.activation(tf.nn.bias_add(x, bias))
+
+    def product(self, inputs):
+        """inputs @ kernel, without bias or activation, for kernels that fuse what follows."""
+        return fused.matmul(inputs, ops.cast(self.kernel, inputs.dtype))
 
 
 @register
@@ -262,7 +266,7 @@ class TransformerLayer(layers.Layer):
         """layer_norm(hidden_dropout(dense(inputs)) + residual), the dense layer's bias, the
         dropout, the residual connection and the LayerNorm as one fused kernel."""
         seed = self.hidden_dropout.next_seed() if training and self.hidden_dropout_prob else None
-        product = fused.matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
+        product = dense.product(inputs)
         return fused.dropout_add_layer_norm(
             product, ops.cast(dense.bias, product.dtype), residual, layer_norm.gamma.value,
             layer_norm.beta.value, layer_norm.epsilon, self.hidden_dropout_prob, seed)

@@ -301,6 +301,7 @@ def test_built_records_feed_a_pretraining_step(tmp_path):
     assert batch["input_ids"].shape == (8, 32) and batch["input_ids"].dtype == tf.int32
     strategy = tf.distribute.get_strategy()
     state = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
+    assert state.optimizer.fused  # one replica: all variables updated in one XLA computation
     step = training.run_steps(strategy, state.make_train_step(1, jit_compile=False))
     step(iter(tf.data.Dataset.from_tensors(batch).repeat()), tf.constant(1))
     results = state.metrics.results()

@@ -219,8 +219,10 @@ def layerwise_lr_multipliers(paths: Sequence[str], num_layers: int, decay: float
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
                      weight_decay_rate: float = 0.0, lr_decay_power: float = 1.0,
                      optimizer: str = "adamw", lr_multipliers: dict[str, float] | None = None,
-                     fused: bool = False) -> AdamWeightDecay:
-    """The original's create_optimizer, minus the clipping (done on the reduced gradient)."""
+                     fused: bool = True) -> AdamWeightDecay:
+    """The original's create_optimizer, minus the clipping (done on the reduced gradient).
+    `fused`: AdamW updates every variable in one XLA computation on a single replica (LAMB,
+    whose trust ratio is per variable, never does)."""
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
                                      lr_decay_power)
     cls = {"adamw": AdamWeightDecay, "lamb": Lamb}[optimizer]

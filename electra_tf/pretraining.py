@@ -419,7 +419,7 @@ def create_state(config: PretrainingConfig, special: SpecialIds,
         model.build()
         optimizer = optimization.create_optimizer(
             config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            config.weight_decay_rate, config.lr_decay_power, config.optimizer, fused=True)
+            config.weight_decay_rate, config.lr_decay_power, config.optimizer)
         optimizer.build(model.trainable_variables)
         loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
                       else None)

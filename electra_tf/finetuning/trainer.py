@@ -172,7 +172,7 @@ def create_train_state(config: FinetuningConfig, model: FinetuningModel,
     with strategy.scope():
         optimizer = optimization.create_optimizer(
             config.learning_rate, num_steps, int(num_steps * config.warmup_proportion),
-            config.weight_decay_rate, lr_multipliers=multipliers, fused=True)
+            config.weight_decay_rate, lr_multipliers=multipliers)
         optimizer.build(variables)
         loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
                       else None)

@@ -16,6 +16,9 @@ What it measures, in one process on this machine:
     every position, as HF's model does; the MLM loss only reads the masked ones.
   * the fp32 matmul peak of tf.matmul and torch.matmul (the machine's peak is the better one),
     plus tf's bfloat16 matmul peak for reference.
+  * every float32 matmul of our step at its shapes (forward, dx and dw), each alone through
+    the ops our model uses: their sum is the time of a step that did nothing but its matmuls,
+    about the best a float32 step built on TensorFlow's matmuls can do. It has its own row.
 Both models train on one fixed random batch with dropout on and random weights (nothing is
 downloaded). Each step time is the median of --steps timed steps after one warm-up step (which
 includes tracing). Model FLOPs are counted analytically (see pretraining_step_flops); the
@@ -50,7 +53,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from electra_tf import config as config_lib  # noqa: E402
-from electra_tf import pretraining, training  # noqa: E402
+from electra_tf import fused, pretraining, training  # noqa: E402
 
 SPECIAL = pretraining.SpecialIds()  # [PAD]=0, [CLS]=101, [SEP]=102, [MASK]=103
 TOKEN_RANGE = (1000, 30000)  # random "word" ids, clear of the special tokens
@@ -80,42 +83,68 @@ class Row:
 
 # ----------------------------------------------------------------------------- FLOP counting
 
-def encoder_flops_per_token(hidden: int, layers: int, intermediate: int, embedding: int,
-                            seq_length: int) -> int:
-    """Forward matmul FLOPs per token of a BERT encoder (2 FLOPs per multiply-add).
+@dataclasses.dataclass(frozen=True)
+class Matmul:
+    """`count` products [batch, m, k] x [k, n] of one step's forward pass (batch 1: a dense
+    layer's 2-D GEMM). The backward pass adds two of the same size: dx = dy w^T, dw = x^T dy."""
+    name: str
+    m: int
+    k: int
+    n: int
+    batch: int = 1
+    count: int = 1
 
-    Per layer: the query/key/value projections 6H^2, the attention output 2H^2, the
-    feed-forward 4HI, and attention scores (QK^T) plus context (PV) 4LH; once, the projection
-    from the embedding width 2EH when E != H. Softmax, LayerNorm, GELU and the embedding
-    lookups are not matmuls and are left out."""
-    per_layer = 6 * hidden**2 + 2 * hidden**2 + 4 * hidden * intermediate + 4 * seq_length * hidden
-    projection = 2 * embedding * hidden if embedding != hidden else 0
-    return layers * per_layer + projection
+    @property
+    def forward_flops(self) -> int:
+        return 2 * self.count * self.batch * self.m * self.k * self.n
+
+
+def encoder_matmuls(name: str, bert: dict[str, Any], embedding: int, batch_size: int,
+                    seq_length: int) -> list[Matmul]:
+    """A BERT encoder's matmuls: the projection from the embedding width (when E != H), then
+    per layer the query/key/value projection (one [H, 3H] GEMM, as ours), the attention scores
+    QK^T and context PV of every head, the attention output and the feed-forward pair.
+    Softmax, LayerNorm, GELU and the embedding lookups are not matmuls and are left out."""
+    hidden, layers = bert["hidden_size"], bert["num_hidden_layers"]
+    heads, intermediate = bert["num_attention_heads"], bert["intermediate_size"]
+    tokens, head_size, sequences = batch_size * seq_length, hidden // heads, batch_size * heads
+    projection = ([Matmul(f"{name} embedding projection", tokens, embedding, hidden)]
+                  if embedding != hidden else [])
+    return projection + [
+        Matmul(f"{name} query/key/value", tokens, hidden, 3 * hidden, count=layers),
+        Matmul(f"{name} attention scores", seq_length, head_size, seq_length, sequences, layers),
+        Matmul(f"{name} attention context", seq_length, seq_length, head_size, sequences, layers),
+        Matmul(f"{name} attention output", tokens, hidden, hidden, count=layers),
+        Matmul(f"{name} feed-forward in", tokens, hidden, intermediate, count=layers),
+        Matmul(f"{name} feed-forward out", tokens, intermediate, hidden, count=layers),
+    ]
+
+
+def step_matmuls(config: config_lib.PretrainingConfig, batch_size: int, seq_length: int,
+                 mlm_positions_per_seq: int) -> list[Matmul]:
+    """The matmuls of one ELECTRA training step's forward pass, for the standard setup
+    (separate generator, tied embeddings): both encoders, the discriminator head (dense H x H,
+    then one logit) and the generator's MLM head (dense to the embedding width, then the tied
+    output layer over the vocabulary) at mlm_positions_per_seq positions per sequence."""
+    disc, gen = config.bert_config(), config.generator_bert_config()
+    embedding, hidden = config.resolved_embedding_size(), disc["hidden_size"]
+    tokens, predictions = batch_size * seq_length, batch_size * mlm_positions_per_seq
+    return (encoder_matmuls("discriminator", disc, embedding, batch_size, seq_length)
+            + [Matmul("discriminator head", tokens, hidden, hidden),
+               Matmul("discriminator logit", tokens, hidden, 1)]
+            + encoder_matmuls("generator", gen, embedding, batch_size, seq_length)
+            + [Matmul("MLM head dense", predictions, gen["hidden_size"], embedding),
+               Matmul("MLM output layer", predictions, embedding, disc["vocab_size"])])
 
 
 def pretraining_step_flops(config: config_lib.PretrainingConfig, batch_size: int,
                            seq_length: int, mlm_positions_per_seq: int) -> float:
     """Matmul FLOPs of one ELECTRA training step (generator + discriminator, forward and
-    backward), for the standard setup: separate generator, tied embeddings, MLM head.
-
-    forward = batch * seq * (discriminator encoder + discriminator head 2H^2 + 2H
-                             + generator encoder)
-              + batch * mlm_positions_per_seq * generator MLM head (2 Hg E + 2 E V)
-    and the step costs 3x forward (the backward pass is about twice the forward).
+    backward): 3x the forward pass's (the backward pass is two matmuls per forward one).
     Ours computes the MLM head only at the max_predictions_per_seq masked positions; HF's
     ElectraForMaskedLM computes it at every position (mlm_positions_per_seq = seq_length)."""
-    disc, gen = config.bert_config(), config.generator_bert_config()
-    embedding, vocab = config.resolved_embedding_size(), disc["vocab_size"]
-
-    def encoder(bert: dict[str, Any]) -> int:
-        return encoder_flops_per_token(bert["hidden_size"], bert["num_hidden_layers"],
-                                       bert["intermediate_size"], embedding, seq_length)
-
-    hidden = disc["hidden_size"]
-    per_token = encoder(disc) + 2 * hidden**2 + 2 * hidden + encoder(gen)
-    mlm_head = 2 * gen["hidden_size"] * embedding + 2 * embedding * vocab
-    forward = batch_size * seq_length * per_token + batch_size * mlm_positions_per_seq * mlm_head
-    return 3.0 * forward
+    matmuls = step_matmuls(config, batch_size, seq_length, mlm_positions_per_seq)
+    return 3.0 * sum(matmul.forward_flops for matmul in matmuls)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -199,6 +228,28 @@ def torch_matmul_gflops(n: int, reps: int) -> float:
     with torch.inference_mode():
         best = min(time_calls(lambda: torch.matmul(a, b), warmup=1, reps=reps))
     return 2.0 * n**3 / best / 1e9
+
+
+def tf_matmul_seconds(matmul: Matmul, reps: int) -> float:
+    """Median seconds of one Matmul's forward and backward products in float32, through the
+    ops our model uses (fused.matmul for dense layers, whose weight gradient takes the faster
+    orientation; tf.matmul for the attention's), `count` times in a tf.while_loop (so that
+    TensorFlow cannot merge the repeats), with nothing else around them."""
+    lead = [matmul.batch] if matmul.batch > 1 else []
+    x = tf.random.normal(lead + [matmul.m, matmul.k], seed=1)
+    w = tf.random.normal(lead + [matmul.k, matmul.n], seed=2)
+    dy = tf.random.normal(lead + [matmul.m, matmul.n], seed=3)
+    product = tf.matmul if lead else fused.matmul
+
+    def body(i: tf.Tensor, total: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            tape.watch([x, w])
+            y = product(x, w)
+        dx, dw = tape.gradient(y, [x, w], output_gradients=dy)
+        return i + 1, total + tf.add_n([tf.reshape(t, [-1])[0] for t in (y, dx, dw)])
+
+    run = tf.function(lambda: tf.while_loop(lambda i, _: i < matmul.count, body, (0, 0.0))[1])
+    return statistics.median(time_calls(lambda: run().numpy(), warmup=1, reps=reps))
 
 
 # ----------------------------------------------------------------------------- ours
@@ -346,6 +397,20 @@ def markdown_table(rows: Sequence[Row], peak_gflops: float) -> str:
     return "\n".join(lines)
 
 
+def matmul_table(matmuls: Sequence[Matmul], seconds: Sequence[float]) -> str:
+    header = ("| matmul | [batch x] m x k x n | per step | GFLOP (forward + backward) | ms | "
+              "GFLOP/s |")
+    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
+    for matmul, sec in zip(matmuls, seconds):
+        shape = f"{matmul.m} x {matmul.k} x {matmul.n}"
+        if matmul.batch > 1:
+            shape = f"{matmul.batch} x {shape}"
+        gflop = 3 * matmul.forward_flops / 1e9
+        lines.append(f"| {matmul.name} | {shape} | {matmul.count} | {gflop:.1f} | "
+                     f"{1000 * sec:.1f} | {gflop / sec:.0f} |")
+    return "\n".join(lines)
+
+
 def format_peaks(label: str, peaks: dict[int, float]) -> str:
     sizes = ", ".join(f"n={n}: {g:.1f}" for n, g in peaks.items())
     return f"{label}: best {max(peaks.values()):.1f} GFLOP/s ({sizes})"
@@ -392,6 +457,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     tf_bf16 = {n: tf_matmul_gflops(n, tf.bfloat16, reps) for n in sizes}
     torch_fp32 = {} if args.skip_torch else {n: torch_matmul_gflops(n, reps) for n in sizes}
     peak = max(list(tf_fp32.values()) + list(torch_fp32.values()))
+    matmuls = step_matmuls(config, args.batch_size, args.seq_length, n_mlm)
+    progress(f"the step's float32 matmuls, alone: {len(matmuls)} shapes")
+    matmul_seconds = [tf_matmul_seconds(matmul, reps) for matmul in matmuls]
 
     rows: list[Row] = []
     xla = ""
@@ -408,6 +476,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         times, attention = bench_torch(config, batch, args.steps)
         rows.append(Row("PyTorch + transformers", "float32", times, args.batch_size,
                         ours_flops, peer_flops))
+
+    rows.append(Row("the step's matmuls alone (a bound, not a step)", "float32",
+                    [sum(matmul_seconds)], args.batch_size, ours_flops, ours_flops))
 
     disc, gen = config.bert_config(), config.generator_bert_config()
     print("# ELECTRA-Small pretraining step throughput\n")
@@ -433,6 +504,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("- model GFLOP/step: ELECTRA's matmul FLOPs (MLM head at the masked positions only), "
           "3x forward; executed: what the implementation computes\n")
     print(markdown_table(rows, peak))
+    print("\n## The step's float32 matmuls, each alone (forward, dx and dw)\n")
+    print(matmul_table(matmuls, matmul_seconds))
     print()
     print(f"- {format_peaks('tf.matmul float32', tf_fp32)}")
     if torch_fp32:
@@ -444,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"- step times of {row.implementation} {row.precision} (s): {times}")
     peer = [r for r in rows if r.implementation.startswith("PyTorch")]
     for row in rows:
-        if peer and row is not peer[0]:
+        if peer and row.implementation.startswith("electra_tf"):
             print(f"- speedup ours ({row.precision}) / peer (float32): "
                   f"{row.examples_per_second / peer[0].examples_per_second:.2f}x examples/s")
 

@@ -5,13 +5,14 @@ Keras 3).
       --hparams '{"model_size": "small", "task_names": ["mrpc"]}'
 
 Reads the tasks' data from DATA_DIR/finetuning_data/<task>/ (GLUE's TSV files as GLUE
-distributes them; or "data_source": "tfds" with "tfds_data_dir"), the vocabulary from
-DATA_DIR/models/NAME/vocab.txt or DATA_DIR/vocab.txt and the pretrained discriminator from
-DATA_DIR/models/NAME/discriminator.keras (run_pretraining.py's export; or "init_checkpoint").
-Trains num_trials times with seeds seed, seed + 1, ..., evaluates on the dev sets and writes
-DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every trial, and the median), the
-fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/, and with
-"write_test_outputs" the GLUE submission files under DATA_DIR/models/NAME/test_predictions/.
+distributes them, SQuAD's json, MRQA's jsonl, CoNLL-2000's text; or "data_source": "tfds" with
+"tfds_data_dir"), the vocabulary from DATA_DIR/models/NAME/vocab.txt or DATA_DIR/vocab.txt and
+the pretrained discriminator from DATA_DIR/models/NAME/discriminator.keras (run_pretraining.py's
+export; or "init_checkpoint"). Trains num_trials times with seeds seed, seed + 1, ..., evaluates
+on the dev sets and writes DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every
+trial, and the median), the fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/,
+and with "write_test_outputs" the leaderboard files under DATA_DIR/models/NAME/test_predictions/.
+Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
 """
 
 from __future__ import annotations
@@ -75,7 +76,6 @@ def run(config) -> dict:
 
     from electra_tf import training
     from electra_tf.finetuning import trainer
-    from electra_tf.finetuning.model import load_pretrained_encoder
 
     print("=" * 30 + " Config " + "=" * 30)
     print(config.to_json(), flush=True)
@@ -90,8 +90,16 @@ def run(config) -> dict:
     train_data = None
     if config.do_train:
         train_data = trainer.concatenate([load(task, "train").arrays for task in tasks])
-    dev_data = ([load(task, split) for task in tasks for split in trainer.dev_splits(task)]
+    dev_data = ([load(task, split) for task in tasks for split in task.dev_splits(config)]
                 if config.do_eval else [])
+    # Read before training, so that a missing or bad test file stops the run at once.
+    test_data = []
+    if config.write_test_outputs and config.n_writes_test >= 1:
+        for task in tasks:
+            splits = task.test_splits(config)
+            if not splits:
+                print(f"{task.name} has no test split to write predictions for", flush=True)
+            test_data += [load(task, split) for split in splits]
 
     trials = []
     for trial in range(1, config.num_trials + 1):
@@ -103,7 +111,7 @@ def run(config) -> dict:
             model = trainer.build_model(config, tasks)
         if config.do_train:
             if config.init_checkpoint:
-                source = load_pretrained_encoder(model.encoder, config.init_checkpoint)
+                source = trainer.initialise(config, model, tasks)
                 print(f"initialised the encoder from {source}", flush=True)
             else:
                 print("no init_checkpoint: training from random weights", flush=True)
@@ -115,6 +123,9 @@ def run(config) -> dict:
                 saved = checkpoints.export_saved_model(model, os.path.join(model_dir,
                                                                            "saved_model"))
                 print(f"exported the fine-tuned model to {saved}", flush=True)
+        elif not any(task.trainable for task in tasks):
+            source = trainer.initialise(config, model, tasks)
+            print(f"evaluating the pretrained model as it is: {source}", flush=True)
         else:
             latest = tf.train.latest_checkpoint(model_dir)
             if latest is None:
@@ -125,18 +136,15 @@ def run(config) -> dict:
         if config.do_eval:
             results = {}
             for data in dev_data:
-                key = data.task.name if data.split == "dev" else f"{data.task.name}-mm"
-                results[key] = trainer.evaluate(config, model, data, tokenizer, trial)
+                results[data.task.result_name(data.split)] = trainer.evaluate(
+                    config, model, data, tokenizer, trial)
             trials.append(results)
             _write_results(config, trials)
-        if config.write_test_outputs and trial <= config.n_writes_test:
-            directory = config.test_predictions_dir(trial)
-            tf.io.gfile.makedirs(directory)
-            for task in tasks:
-                for split in trainer.test_splits(config, task):
-                    written = trainer.write_test_outputs(config, model, load(task, split),
-                                                         tokenizer, directory)
-                    print(f"wrote {written}", flush=True)
+        if trial <= config.n_writes_test:
+            for data in test_data:
+                written = trainer.write_test_outputs(config, model, data, tokenizer,
+                                                     config.test_predictions_dir(trial))
+                print(f"wrote {', '.join(written)}", flush=True)
         if not config.keep_all_models and trial != config.num_trials:
             tf.io.gfile.rmtree(model_dir)  # gs:// too
     return _median(trials) if trials else {}
@@ -149,13 +157,13 @@ def main(argv) -> None:
     from electra_tf import config as config_lib
     from electra_tf import training
     from electra_tf.finetuning import config as finetuning_config
-    from electra_tf.finetuning import glue
+    from electra_tf.finetuning.task import DataError
 
     try:
         config = finetuning_config.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
         training.split_cpu(FLAGS.num_cpu_devices)
         run(config)
-    except (config_lib.ConfigError, glue.DataError, FileNotFoundError, ValueError) as e:
+    except (config_lib.ConfigError, DataError, FileNotFoundError, ValueError) as e:
         raise app.UsageError(str(e)) from None
 
 

@@ -2,9 +2,10 @@
 
 Resolution order (later wins), as the original:
   1. the original's defaults (the field defaults below),
-  2. the user's `--hparams`, then the per-task defaults (one task: RTE and STS 10 epochs, SQuAD
-     512 tokens and 2 epochs, others 3 epochs), the per-size defaults (large: lr 5e-5 and
-     layer-wise decay 0.9; small: embedding size 128) and the debug values,
+  2. the user's `--hparams`, then the per-task defaults (one task: each task's own, e.g. RTE and
+     STS 10 epochs, QA 512 tokens and 2 epochs, chunking 256 tokens, others 3 epochs; no
+     trainable task: no training), the per-size defaults (large: lr 5e-5 and layer-wise decay
+     0.9; small: embedding size 128) and the debug values,
   3. the user's `--hparams` again (so what the user sets always wins).
 """
 
@@ -19,10 +20,8 @@ import tensorflow as tf
 
 from electra_tf import config as config_lib
 from electra_tf.config import ConfigError, require
+from electra_tf.finetuning import task_builder
 
-# GLUE (the original's names, plus WNLI) and SQuAD ("squad" is 2.0, "squadv1" 1.1).
-TASK_NAMES = ("cola", "sst", "mrpc", "sts", "qqp", "mnli", "qnli", "rte", "wnli", "squad",
-              "squadv1")
 DATA_SOURCES = ("files", "tfds")
 
 
@@ -52,7 +51,8 @@ class FinetuningConfig(config_lib.TpuHparams):
     warmup_proportion: float = 0.1
     save_checkpoints_steps: int = 1000000
     iterations_per_loop: int = 1000
-    use_tfrecords_if_existing: bool = True  # accepted; features are built in memory here
+    # The original's default is true; features are built in memory here, never cached on disk.
+    use_tfrecords_if_existing: bool = False
     write_test_outputs: bool = False  # GLUE submission TSVs / SQuAD predictions for test sets
     n_writes_test: int = 5  # for the first n trials
     max_seq_length: int = 128
@@ -71,6 +71,11 @@ class FinetuningConfig(config_lib.TpuHparams):
     joint_prediction: bool = True
     beam_size: int = 20
     qa_na_threshold: float = -2.75
+    max_unfound_fraction: float = 0.1  # ours: refuse a QA training file with more answers
+    #                                    that are not at their offset
+    # Zero-shot classification (ours): "" and {} take the task's own template and words.
+    zero_shot_template: str = ""  # with {sentence} and {word}; "[SEP]" starts segment B
+    zero_shot_label_words: dict = dataclasses.field(default_factory=dict)  # label -> word
     # Paths (the original derives them from data_dir and model_name).
     init_checkpoint: str | None = None  # default DATA_DIR/models/<model_name>
     vocab_file: str = ""
@@ -123,14 +128,12 @@ class FinetuningConfig(config_lib.TpuHparams):
 def _task_and_size_defaults(config: FinetuningConfig) -> dict[str, Any]:
     """The original's per-task, per-size and debug defaults for this config."""
     defaults: dict[str, Any] = {}
-    if len(config.task_names) == 1:
-        task = config.task_names[0]
-        if task in ("rte", "sts"):
-            defaults["num_train_epochs"] = 10.0
-        elif "squad" in task:
-            defaults.update(max_seq_length=512, num_train_epochs=2.0, write_test_outputs=False)
-        else:
-            defaults["num_train_epochs"] = 3.0
+    tasks = [task_builder.TASKS[name] for name in config.task_names
+             if name in task_builder.TASKS]
+    if len(config.task_names) == 1 and tasks:
+        defaults.update(tasks[0].defaults())
+    if tasks and not any(task.trainable for task in tasks):
+        defaults["do_train"] = False
     if config.encoder_size == "large":
         defaults.update(learning_rate=5e-5, layerwise_lr_decay=0.9)
     elif config.encoder_size == "small":
@@ -145,9 +148,24 @@ def validate(c: FinetuningConfig) -> None:
     require(c.encoder_size in config_lib.MODEL_SIZES, "model_size",
             f"unknown size {c.model_size!r}; valid: {list(config_lib.MODEL_SIZES)}")
     require(bool(c.task_names), "task_names", "name at least one task")
-    unknown = [t for t in c.task_names if t not in TASK_NAMES]
-    require(not unknown, "task_names", f"unknown tasks {unknown}; valid tasks: {list(TASK_NAMES)}")
+    unknown = [t for t in c.task_names if t not in task_builder.TASKS]
+    require(not unknown, "task_names",
+            f"unknown tasks {unknown}; valid tasks: {list(task_builder.TASKS)}")
     require(len(set(c.task_names)) == len(c.task_names), "task_names", "a task appears twice")
+    tasks = [task_builder.TASKS[name] for name in c.task_names]
+    untrained = [task.name for task in tasks if not task.trainable]
+    if untrained:
+        require(len(untrained) == len(tasks), "task_names",
+                f"{untrained} are evaluated without training and cannot share a run with "
+                "tasks that train; run them separately")
+        require(not c.do_train, "do_train", f"{untrained} are not trained (zero-shot); set "
+                "do_train false or leave it out")
+    for task in tasks:
+        task.validate(c)
+    require(not c.use_tfrecords_if_existing, "use_tfrecords_if_existing",
+            "features are built in memory for every run and never written to disk, so there "
+            "are no TFRecords to reuse; leave it out (or false)")
+    require(0 <= c.max_unfound_fraction <= 1, "max_unfound_fraction", "must be in [0, 1]")
     bad = sorted(set(c.model_hparam_overrides) - set(config_lib.BERT_CONFIG_KEYS))
     require(not bad, "model_hparam_overrides",
             f"unknown keys {bad}; valid keys: {list(config_lib.BERT_CONFIG_KEYS)}")
@@ -169,8 +187,7 @@ def validate(c: FinetuningConfig) -> None:
     require(c.strategy in config_lib.STRATEGIES, "strategy", f"one of {config_lib.STRATEGIES}")
     require(c.precision in config_lib.PRECISIONS, "precision",
             f"one of {config_lib.PRECISIONS}")
-    require(c.strategy != "tpu" or c.tpu_name or c.use_tpu, "strategy",
-            "\"tpu\" needs tpu_name (or use_tpu on a TPU VM)")
+    config_lib.validate_tpu(c)
 
 
 def from_hparams(model_name: str, data_dir: str,

@@ -12,6 +12,12 @@ Each task also scores predictions as the original's scorers do (percent), picks 
 ELECTRA paper averages into its GLUE score, and writes GLUE leaderboard submission files.
 `read_tfds` gives the same examples from a prepared tensorflow-datasets `glue` data_dir.
 
+As a fine-tuning Task, a GLUE task featurizes as the original's
+classification_tasks.SingleOutputTask: [CLS] A [SEP] (B [SEP]), segment 0 then 1, a pair
+truncated one token at a time from the longer side to max_seq_length - 3, a single text to
+max_seq_length - 2. Its head reads [CLS]; its loss is the cross-entropy, or for STS-B the
+squared error of the score scaled to [0, 1].
+
 >>> task = get_task("rte")
 >>> task.labels, task.label_id("not_entailment"), task.submission_name("test")
 (('entailment', 'not_entailment'), 1, 'RTE.tsv')
@@ -24,17 +30,21 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import typing
 import uuid
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 from scipy import stats
 from sklearn import metrics
 
+from electra_tf.finetuning.model import ClassificationHead
+from electra_tf.finetuning.task import INPUTS, DataError, SplitData, Task, cross_entropy
 
-class DataError(ValueError):
-    """A GLUE file (or tfds dataset) is missing or holds a row that cannot be read."""
+if typing.TYPE_CHECKING:
+    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.tokenization import WordPieceTokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +66,11 @@ class _Split:
     tfds: tuple[str, str]  # (glue config, split) in tensorflow-datasets
     header: bool = True
     submission: str | None = None  # the GLUE leaderboard file for a test split
+    result_suffix: str = ""  # a dev split's results are named <task><suffix>, e.g. mnli-mm
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
+class GlueTask(Task):
     """A GLUE task: how to read its splits, score predictions and write a submission."""
     name: str
     labels: tuple[str, ...] | None  # in label-id order; None for regression (STS-B)
@@ -70,16 +81,90 @@ class GlueTask:
     f1: bool = False  # also report F1 (MRPC, QQP: GLUE's leaderboard shows it)
     min_value: float = 0.0  # regression score range (the original's RegressionTask)
     max_value: float = 5.0
+    num_train_epochs: float = 3.0  # the original's per-task default
 
     @property
     def is_regression(self) -> bool:
         return self.labels is None
 
-    def dev_splits(self) -> list[str]:
+    def defaults(self) -> dict[str, Any]:
+        return {"num_train_epochs": self.num_train_epochs}
+
+    def dev_splits(self, config: FinetuningConfig | None = None) -> list[str]:
         return [name for name in self.splits if name.startswith("dev")]
 
-    def test_splits(self) -> list[str]:
+    def test_splits(self, config: FinetuningConfig | None = None) -> list[str]:
         return [name for name, split in self.splits.items() if split.submission]
+
+    def result_name(self, split: str) -> str:
+        return self.name + self._split(split).result_suffix
+
+    def read_split(self, config: FinetuningConfig, split: str,
+                   double_unordered: bool | None = None) -> list[Example]:
+        """The split's examples from the files or tensorflow-datasets, as config says."""
+        double = config.double_unordered if double_unordered is None else double_unordered
+        if config.data_source == "tfds":
+            return read_tfds(self, split, config.tfds_data_dir, double)
+        return self.read(config.raw_data_dir(self.data_name), split, double)
+
+    def load(self, config: FinetuningConfig, split: str,
+             tokenizer: WordPieceTokenizer) -> SplitData:
+        examples = self.read_split(config, split)
+        if config.log_examples:
+            print(f"{self.name} {split}: {len(examples)} examples, e.g. {examples[0]}",
+                  flush=True)
+        return SplitData(self, split, self.featurize(examples, tokenizer,
+                                                     config.max_seq_length), examples)
+
+    def featurize(self, examples: Sequence[Example], tokenizer: WordPieceTokenizer,
+                  max_seq_length: int) -> dict[str, np.ndarray]:
+        """Examples -> int32 INPUTS [N, L], float32 `label` [N] (class id or scaled score; 0
+        where there is none) and int `eid` [N]."""
+        ids_a = tokenizer.tokenize_to_ids([e.text_a for e in examples])
+        ids_b = tokenizer.tokenize_to_ids([e.text_b or "" for e in examples])
+        cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+        n = len(examples)
+        arrays = {name: np.zeros((n, max_seq_length), np.int32) for name in INPUTS}
+        for row, (example, a, b) in enumerate(zip(examples, ids_a, ids_b)):
+            if example.text_b:
+                truncate_pair(a, b, max_seq_length - 3)
+            else:
+                a, b = a[:max_seq_length - 2], []
+            ids = [cls] + a + [sep] + (b + [sep] if b else [])
+            arrays["input_ids"][row, :len(ids)] = ids
+            arrays["input_mask"][row, :len(ids)] = 1
+            arrays["segment_ids"][row, len(a) + 2:len(ids)] = 1
+        arrays["label"] = np.array([0.0 if e.label is None else self.label_id(e.label)
+                                    for e in examples], np.float32)
+        arrays["eid"] = np.array([e.eid for e in examples], np.int64)
+        return arrays
+
+    def make_head(self, config: FinetuningConfig) -> ClassificationHead:
+        return ClassificationHead(1 if self.is_regression else len(self.labels), name=self.name)
+
+    def example_losses(self, config: FinetuningConfig, outputs: tf.Tensor,
+                       batch: dict[str, tf.Tensor]) -> tf.Tensor:
+        if self.is_regression:
+            return tf.square(outputs[:, 0] - batch["label"])
+        return cross_entropy(outputs, tf.cast(batch["label"], tf.int32))
+
+    def predictions(self, outputs: np.ndarray) -> np.ndarray:
+        """Label ids (classification) or scaled scores (regression) from the head's logits."""
+        return outputs[:, 0] if self.is_regression else outputs.argmax(-1)
+
+    def evaluate(self, config: FinetuningConfig, data: SplitData, outputs: np.ndarray,
+                 tokenizer: WordPieceTokenizer, output_dir: str) -> dict[str, float]:
+        labels = data.arrays["label"]
+        return self.score(labels if self.is_regression else labels.astype(int),
+                          self.predictions(outputs))
+
+    def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
+                           outputs: np.ndarray, tokenizer: WordPieceTokenizer,
+                           directory: str) -> list[str]:
+        path = os.path.join(directory, self.submission_name(data.split))
+        self.write_submission(path, data.arrays["eid"].tolist(),
+                              self.predictions(outputs).tolist())
+        return [path]
 
     def _split(self, split: str) -> _Split:
         if split not in self.splits:
@@ -205,6 +290,12 @@ class GlueTask:
         return self.labels[label_id]
 
 
+def truncate_pair(a: list[int], b: list[int], max_length: int) -> None:
+    """The original's _truncate_seq_pair: pops from the longer list until both fit."""
+    while len(a) + len(b) > max_length:
+        (a if len(a) > len(b) else b).pop()
+
+
 def _make_split(files: str | tuple[str, ...], columns: tuple, tfds: tuple[str, str],
                 **kwargs) -> _Split:
     """columns: (text_a, text_b, label), label None when unlabelled; tfds: (config, split)."""
@@ -234,14 +325,15 @@ TASKS: dict[str, GlueTask] = {task.name: task for task in [
     GlueTask("mrpc", _BINARY, _standard("mrpc", (3, 4, 0), (3, 4), "MRPC.tsv"),
              ("sentence1", "sentence2"), unordered_pairs=True, f1=True),
     GlueTask("sts", None, _standard("stsb", (-3, -2, -1), (-2, -1), "STS-B.tsv"),
-             ("sentence1", "sentence2"), unordered_pairs=True, main_metric_name="spearman"),
+             ("sentence1", "sentence2"), unordered_pairs=True, main_metric_name="spearman",
+             num_train_epochs=10.0),
     GlueTask("qqp", _BINARY, _standard("qqp", (3, 4, 5), (1, 2), "QQP.tsv"),
              ("question1", "question2"), f1=True),
     GlueTask("mnli", ("contradiction", "entailment", "neutral"), {
         "train": _make_split("train.tsv", (*_MNLI_PAIR, -1), ("mnli", "train")),
         "dev": _make_split("dev_matched.tsv", (*_MNLI_PAIR, -1), ("mnli", "validation_matched")),
         "dev_mismatched": _make_split("dev_mismatched.tsv", (*_MNLI_PAIR, -1),
-                                      ("mnli", "validation_mismatched")),
+                                      ("mnli", "validation_mismatched"), result_suffix="-mm"),
         "test": _make_split("test_matched.tsv", (*_MNLI_PAIR, None), ("mnli", "test_matched"),
                             submission="MNLI-m.tsv"),
         "test_mismatched": _make_split("test_mismatched.tsv", (*_MNLI_PAIR, None),
@@ -253,7 +345,7 @@ TASKS: dict[str, GlueTask] = {task.name: task for task in [
     GlueTask("qnli", _NLI, _standard("qnli", (1, 2, 3), (1, 2), "QNLI.tsv"),
              ("question", "sentence")),
     GlueTask("rte", _NLI, _standard("rte", (1, 2, 3), (1, 2), "RTE.tsv"),
-             ("sentence1", "sentence2")),
+             ("sentence1", "sentence2"), num_train_epochs=10.0),
     # Not in the original; GLUE's layout as RTE's, labels 0/1 (1: entailment).
     GlueTask("wnli", _BINARY, _standard("wnli", (1, 2, 3), (1, 2), "WNLI.tsv"),
              ("sentence1", "sentence2")),

@@ -31,6 +31,8 @@ class ClassificationHead(layers.Layer):
     regression). No pooler, as the original; the dense layer has tf.layers' default Glorot
     initialisation, as the original's."""
 
+    reads_first_position_only = True  # the encoder's last layer may compute [CLS] alone
+
     def __init__(self, num_outputs: int, dropout_rate: float = 0.1, **kwargs):
         super().__init__(**kwargs)
         self.num_outputs = num_outputs
@@ -56,7 +58,8 @@ class FinetuningModel(keras.Model):
     """Encoder + {task name: head}. Inputs: a dict of int [B, L] `input_ids`, `input_mask`,
     `segment_ids` (and what a head needs, e.g. SQuAD's gold `start_positions` in training);
     outputs: {task name: that head's output} for every example (the loss picks each example's
-    own task). Each head is called as head(sequence_output, inputs, training=...)."""
+    own task), or for the heads named in `tasks` only. Each head is called as
+    head(sequence_output, inputs, training=...)."""
 
     def __init__(self, encoder: modeling.Encoder | dict, heads: dict[str, Any], **kwargs):
         super().__init__(**kwargs)
@@ -72,14 +75,16 @@ class FinetuningModel(keras.Model):
             modeling.build_once(head, (None, None, self.encoder.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=None):
-        # Classifiers read only [CLS]: the last layer then computes that position alone.
-        cls_only = all(isinstance(head, ClassificationHead) for head in self.heads.values())
+    def call(self, inputs, training=None, tasks=None):
+        heads = {name: self.heads[name] for name in (tasks or self.heads)}
+        # Heads that read only [CLS]: the last layer then computes that position alone.
+        cls_only = all(getattr(head, "reads_first_position_only", False)
+                       for head in heads.values())
         sequence_output = self.encoder(inputs["input_ids"], inputs["input_mask"],
                                        inputs["segment_ids"], training=training,
                                        first_position_only=cls_only)
         return {name: head(sequence_output, inputs, training=training)
-                for name, head in self.heads.items()}
+                for name, head in heads.items()}
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name,
@@ -179,6 +184,53 @@ class SquadHead(layers.Layer):
                 "joint_prediction": self.joint_prediction,
                 "answerable_classifier": self.answerable_classifier,
                 "answerable_uses_start_logits": self.answerable_uses_start_logits}
+
+
+@register
+class TaggingHead(layers.Layer):
+    """The original's tagging head: one dense layer to `num_labels` logits (no dropout), here
+    at every position [B, L, num_labels]; the task reads each word's first wordpiece."""
+
+    def __init__(self, num_labels: int, **kwargs):
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.dense = layers.Dense(num_labels, name="dense", dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.dense.build((None, None, input_shape[-1]))
+        self.built = True
+
+    def call(self, sequence_output, features=None, training=None):
+        return tf.cast(self.dense(sequence_output), tf.float32)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "num_labels": self.num_labels}
+
+
+@register
+class ReplacedTokenHead(layers.Layer):
+    """The pretraining discriminator's replaced-token-detection head as a fine-tuning head:
+    one logit per position [B, L], positive for "replaced" (zero-shot classification reads it
+    at the label word)."""
+
+    def __init__(self, hidden_size: int, hidden_act: str = "gelu", **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.detector = modeling.DiscriminatorHead(hidden_size, hidden_act,
+                                                   name="discriminator_predictions",
+                                                   dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.detector.build(input_shape)
+        self.built = True
+
+    def call(self, sequence_output, features=None, training=None):
+        return self.detector(sequence_output)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "hidden_act": self.hidden_act}
 
 
 def load_pretrained_encoder(encoder: modeling.Encoder, path: str) -> str:

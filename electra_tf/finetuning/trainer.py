@@ -1,12 +1,8 @@
-"""Fine-tuning: features for GLUE-style tasks, the loss, training and prediction for GLUE and
-SQuAD.
+"""Fine-tuning: the model of a run's tasks, the loss, training, and running a task's head over
+a split. Tasks are known only through task.Task (see task_builder.py for the names).
 
-GLUE features as the original's classification_tasks.SingleOutputTask.featurize: [CLS] A [SEP]
-(B [SEP]), segment 0 then 1, the pair truncated one token at a time from the longer side to
-max_seq_length - 3, a single text to max_seq_length - 2. Loss as the original's: per-example
-cross-entropy (classification) or squared error on the label scaled to [0, 1] (regression),
-each example scored by its own task's head, *summed* over the batch (not averaged), which
-matters because gradients are clipped at global norm 1.0.
+The loss is the original's: each example's loss from its own task's head, *summed* over the
+batch (not averaged), which matters because gradients are clipped at global norm 1.0.
 """
 
 from __future__ import annotations
@@ -15,7 +11,6 @@ import dataclasses
 import math
 import os
 import time
-import typing
 from typing import Callable, Sequence
 
 import keras
@@ -23,127 +18,57 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import modeling, optimization, training
-from electra_tf.finetuning import glue, squad
+from electra_tf.finetuning import task_builder
 from electra_tf.finetuning.config import FinetuningConfig
-from electra_tf.finetuning.model import ClassificationHead, FinetuningModel, SquadHead
+from electra_tf.finetuning.model import FinetuningModel, load_pretrained_encoder
+from electra_tf.finetuning.task import INPUTS, SplitData, Task
 from electra_tf.tokenization import WordPieceTokenizer
-
-INPUTS = ("input_ids", "input_mask", "segment_ids")
-SQUAD_TASKS = ("squad", "squadv1")
-
-
-def truncate_pair(a: list[int], b: list[int], max_length: int) -> None:
-    """The original's _truncate_seq_pair: pops from the longer list until both fit."""
-    while len(a) + len(b) > max_length:
-        (a if len(a) > len(b) else b).pop()
-
-
-def featurize(task: glue.GlueTask, task_id: int, examples: Sequence[glue.Example],
-              tokenizer: WordPieceTokenizer, max_seq_length: int) -> dict[str, np.ndarray]:
-    """Examples -> int32 input arrays [N, L], `task_id` [N], float32 `label` [N] (class id or
-    scaled score; 0 where there is none) and int `eid` [N]."""
-    ids_a = tokenizer.tokenize_to_ids([e.text_a for e in examples])
-    ids_b = tokenizer.tokenize_to_ids([e.text_b or "" for e in examples])
-    cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
-    n = len(examples)
-    arrays = {name: np.zeros((n, max_seq_length), np.int32) for name in INPUTS}
-    for row, (example, a, b) in enumerate(zip(examples, ids_a, ids_b)):
-        if example.text_b:
-            truncate_pair(a, b, max_seq_length - 3)
-        else:
-            a, b = a[:max_seq_length - 2], []
-        ids = [cls] + a + [sep] + (b + [sep] if b else [])
-        arrays["input_ids"][row, :len(ids)] = ids
-        arrays["input_mask"][row, :len(ids)] = 1
-        arrays["segment_ids"][row, len(a) + 2:len(ids)] = 1
-    arrays["task_id"] = np.full(n, task_id, np.int32)
-    arrays["label"] = np.array([0.0 if e.label is None else task.label_id(e.label)
-                                for e in examples], np.float32)
-    arrays["eid"] = np.array([e.eid for e in examples], np.int64)
-    return arrays
-
-
-def featurize_squad(task_id: int, features: Sequence[squad.QAFeature]) -> dict[str, np.ndarray]:
-    """squad.featurize's windows -> int32 arrays, with the original's span targets."""
-    arrays = {name: np.array([getattr(f, name) for f in features], np.int32)
-              for name in (*INPUTS, "is_impossible")}
-    arrays["start_positions"] = np.array([f.start_position for f in features], np.int32)
-    arrays["end_positions"] = np.array([f.end_position for f in features], np.int32)
-    arrays["task_id"] = np.full(len(features), task_id, np.int32)
-    return arrays
 
 
 def concatenate(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Rows of several tasks in one table; a column one task lacks is 0 for its rows."""
     columns = {}
     for key in sorted({key for part in parts for key in part}):
-        like = next(part[key] for part in parts if key in part)
+        like = [part[key] for part in parts if key in part]
+        if len({(a.shape[1:], a.dtype) for a in like}) > 1:
+            raise ValueError(f"the tasks' feature {key!r} differs in shape or type between "
+                             f"tasks ({[(a.shape[1:], str(a.dtype)) for a in like]}); give "
+                             "task-specific features their own names")
         columns[key] = np.concatenate([
             part[key] if key in part else
-            np.zeros((len(part["task_id"]), *like.shape[1:]), like.dtype) for part in parts])
+            np.zeros((len(part["task_id"]), *like[0].shape[1:]), like[0].dtype)
+            for part in parts])
     return columns
 
 
-@dataclasses.dataclass(frozen=True)
-class SquadTask:
-    """SQuAD under the original's names: "squad" is 2.0, "squadv1" is 1.1. Data in
-    DATA_DIR/finetuning_data/<name>/{train,dev}.json (and test.json for test outputs)."""
-    name: str
-    is_regression: typing.ClassVar[bool] = False
-
-    @property
-    def version_2(self) -> bool:
-        return self.name == "squad"
+def make_tasks(config: FinetuningConfig) -> list[Task]:
+    return [task_builder.get_task(name) for name in config.task_names]
 
 
-def make_tasks(config: FinetuningConfig) -> list:
-    return [SquadTask(name) if name in SQUAD_TASKS else glue.get_task(name)
-            for name in config.task_names]
-
-
-def build_model(config: FinetuningConfig, tasks: Sequence) -> FinetuningModel:
+def build_model(config: FinetuningConfig, tasks: Sequence[Task]) -> FinetuningModel:
     bert = config.bert_config()
     encoder = modeling.Encoder(**bert, embedding_size=config.embedding_size, name="electra")
-    heads = {}
-    for task in tasks:
-        if isinstance(task, SquadTask):
-            heads[task.name] = SquadHead(config.beam_size, config.joint_prediction,
-                                         config.answerable_classifier,
-                                         config.answerable_uses_start_logits, name=task.name)
-        else:
-            heads[task.name] = ClassificationHead(
-                1 if task.is_regression else len(task.labels), name=task.name)
-    model = FinetuningModel(encoder, heads, name="finetuning")
+    model = FinetuningModel(encoder, {task.name: task.make_head(config) for task in tasks},
+                            name="finetuning")
     model.build()
     return model
 
 
-def _cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-    """-log softmax(logits)[label], as the original writes it (one-hot times log-probs)."""
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    return -tf.reduce_sum(tf.one_hot(labels, tf.shape(logits)[-1]) * log_probs, axis=-1)
-
-
-def example_losses(outputs: dict[str, tf.Tensor], batch: dict[str, tf.Tensor],
-                   tasks: Sequence, config: FinetuningConfig) -> tf.Tensor:
-    """[B] losses: each example's own task's cross-entropy, squared error, or for SQuAD the
-    mean of the start and end cross-entropies plus answerable_weight x the answerability
-    classifier's sigmoid cross-entropy."""
-    losses = []
+def initialise(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence[Task]) -> str:
+    """The encoder (and heads that come with the pretrained model) from init_checkpoint;
+    returns what was read."""
+    loaded = [load_pretrained_encoder(model.encoder, config.init_checkpoint)]
     for task in tasks:
-        logits = outputs[task.name]
-        if isinstance(logits, dict):  # SQuAD
-            loss = (_cross_entropy(logits["start_logits"], batch["start_positions"]) +
-                    _cross_entropy(logits["end_logits"], batch["end_positions"])) / 2.0
-            if "answerable_logit" in logits:
-                loss += config.answerable_weight * tf.nn.sigmoid_cross_entropy_with_logits(
-                    labels=tf.cast(batch["is_impossible"], tf.float32),
-                    logits=logits["answerable_logit"])
-            losses.append(loss)
-        elif task.is_regression:
-            losses.append(tf.square(logits[:, 0] - batch["label"]))
-        else:
-            losses.append(_cross_entropy(logits, tf.cast(batch["label"], tf.int32)))
+        head = task.init_head(model.heads[task.name], config)
+        if head is not None:
+            loaded.append(f"{task.name} head: {head}")
+    return "; ".join(loaded)
+
+
+def example_losses(outputs: dict, batch: dict[str, tf.Tensor], tasks: Sequence[Task],
+                   config: FinetuningConfig) -> tf.Tensor:
+    """[B] losses: each example's loss from its own task (batch["task_id"])."""
+    losses = [task.example_losses(config, outputs[task.name], batch) for task in tasks]
     return tf.reduce_sum(tf.stack(losses, -1) * tf.one_hot(batch["task_id"], len(tasks)), -1)
 
 
@@ -247,35 +172,18 @@ def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
     return num_steps
 
 
-def run_head(model: FinetuningModel, task, data: dict[str, np.ndarray],
-             batch_size: int) -> dict[str, np.ndarray] | np.ndarray:
-    """The task head's outputs for every row, in batches of batch_size (the last one padded,
-    so every shape is static)."""
-    n = len(data["task_id"])
+def run_head(model: FinetuningModel, task: Task, data: dict[str, np.ndarray],
+             batch_size: int):
+    """The task head's outputs (a tensor or dict of tensors, as numpy) for every row, in
+    batches of batch_size (the last one padded, so every shape is static)."""
+    n = len(data["input_ids"])
     padded = math.ceil(n / batch_size) * batch_size
     inputs = {k: np.pad(data[k], [(0, padded - n), (0, 0)]) for k in INPUTS}
-    head = tf.function(lambda x: model(x, training=False)[task.name])
+    head = tf.function(lambda x: model(x, training=False, tasks=[task.name])[task.name])
     batches = [head({k: v[i:i + batch_size] for k, v in inputs.items()})
                for i in range(0, padded, batch_size)]
-    if isinstance(batches[0], dict):
-        return {k: np.concatenate([b[k].numpy() for b in batches])[:n] for k in batches[0]}
-    return np.concatenate([b.numpy() for b in batches])[:n]
-
-
-def predict(model: FinetuningModel, task: glue.GlueTask, data: dict[str, np.ndarray],
-            batch_size: int) -> np.ndarray:
-    """Predicted label ids (classification) or scaled scores (regression) for every row."""
-    outputs = run_head(model, task, data, batch_size)
-    return outputs[:, 0] if task.is_regression else outputs.argmax(-1)
-
-
-def squad_results(model: FinetuningModel, task: SquadTask, data: dict[str, np.ndarray],
-                  batch_size: int) -> list[squad.RawResult]:
-    """One squad.RawResult per feature row."""
-    outputs = run_head(model, task, data, batch_size)
-    fields = [f.name for f in dataclasses.fields(squad.RawResult)]
-    return [squad.RawResult(**{k: outputs[k][i] for k in fields if k in outputs})
-            for i in range(len(data["task_id"]))]
+    return tf.nest.map_structure(lambda *parts: np.concatenate([p.numpy() for p in parts])[:n],
+                                 *batches)
 
 
 def make_tokenizer(config: FinetuningConfig) -> WordPieceTokenizer:
@@ -285,105 +193,30 @@ def make_tokenizer(config: FinetuningConfig) -> WordPieceTokenizer:
     return WordPieceTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
 
 
-@dataclasses.dataclass
-class SplitData:
-    """One split of one task, featurized: the model's input rows plus what scoring needs."""
-    task: glue.GlueTask | SquadTask
-    split: str
-    arrays: dict[str, np.ndarray]
-    examples: list  # glue.Example or squad.QAExample
-    features: list | None = None  # SQuAD: the windows behind the rows
-    path: str | None = None  # SQuAD: the json file, for the official scorer
-
-
-def load_split(config: FinetuningConfig, tasks: Sequence, task, split: str,
+def load_split(config: FinetuningConfig, tasks: Sequence[Task], task: Task, split: str,
                tokenizer: WordPieceTokenizer) -> SplitData:
-    """Reads and featurizes one split: GLUE from its TSVs (or tfds), SQuAD from
-    finetuning_data/<task>/<split>.json."""
-    task_id = list(tasks).index(task)
-    if isinstance(task, SquadTask):
-        path = os.path.join(config.raw_data_dir(task.name), f"{split}.json")
-        if config.data_source == "tfds":  # converted to the official json, next to the model
-            path = squad.tfds_to_json(
-                "squad/v2.0" if task.version_2 else "squad/v1.1",
-                {"train": "train", "dev": "validation"}[split], config.tfds_data_dir,
-                os.path.join(config.pretrained_model_dir, "finetuning_data_tfds", task.name,
-                             f"{split}.json"))
-        training_split = split == "train"
-        examples = squad.read_squad(path, training_split, task.version_2)
-        features = squad.featurize(examples, tokenizer, config.max_seq_length, config.doc_stride,
-                                   config.max_query_length, training_split)
-        return SplitData(task, split, featurize_squad(task_id, features), examples, features,
-                         path)
-    if config.data_source == "tfds":
-        examples = glue.read_tfds(task, split, config.tfds_data_dir, config.double_unordered)
-    else:
-        examples = task.read(config.raw_data_dir(task.name), split, config.double_unordered)
-    if config.log_examples and examples:
-        print(f"{task.name} {split}: {len(examples)} examples, e.g. {examples[0]}", flush=True)
-    return SplitData(task, split, featurize(task, task_id, examples, tokenizer,
-                                            config.max_seq_length), examples)
-
-
-def dev_splits(task) -> list[str]:
-    return ["dev"] if isinstance(task, SquadTask) else task.dev_splits()
-
-
-def test_splits(config: FinetuningConfig, task) -> list[str]:
-    """GLUE's test splits; SQuAD's only when test.json is there (the official test set is
-    hidden)."""
-    if isinstance(task, SquadTask):
-        path = os.path.join(config.raw_data_dir(task.name), "test.json")
-        return ["test"] if config.data_source == "files" and tf.io.gfile.exists(path) else []
-    return task.test_splits()
-
-
-def squad_predictions(config: FinetuningConfig, model: FinetuningModel, data: SplitData,
-                      tokenizer: WordPieceTokenizer):
-    """(predictions, null odds, n-best) of a SQuAD split, by the original's post-processing."""
-    results = squad_results(model, data.task, data.arrays, config.eval_batch_size)
-    return squad.postprocess(data.examples, data.features, results, config.n_best_size,
-                             config.max_answer_length, config.joint_prediction,
-                             config.answerable_classifier, data.task.version_2,
-                             tokenizer=tokenizer)
+    """Reads and featurizes one split of a task, its rows marked with the task's index."""
+    data = task.load(config, split, tokenizer)
+    data.arrays["task_id"] = np.full(len(data), list(tasks).index(task), np.int32)
+    return data
 
 
 def evaluate(config: FinetuningConfig, model: FinetuningModel, data: SplitData,
              tokenizer: WordPieceTokenizer, trial: int) -> dict[str, float]:
-    """The split's metrics; SQuAD's predictions and null odds are also written, as the
-    original's qa_preds_file / qa_na_file, to results/<tasks>_qa/<task>_<split>_<trial>/."""
-    task = data.task
-    if isinstance(task, SquadTask):
-        predictions, null_odds, nbest = squad_predictions(config, model, data, tokenizer)
-        squad.write_predictions(
-            os.path.join(config.results_dir, f"{config.task_string}_qa",
-                         f"{task.name}_{data.split}_{trial}"), predictions,
-            null_odds if task.version_2 else None, nbest)
-        return squad.evaluate(data.path, predictions, null_odds, task.version_2,
-                              na_threshold=config.qa_na_threshold)
-    labels = data.arrays["label"]
-    predictions = predict(model, task, data.arrays, config.eval_batch_size)
-    return task.score(labels if task.is_regression else labels.astype(int), predictions)
+    """The split's metrics. Predictions a task keeps (e.g. SQuAD's) go to
+    results/<tasks>_predictions/<result name>_<trial>/."""
+    outputs = run_head(model, data.task, data.arrays, config.eval_batch_size)
+    output_dir = os.path.join(config.results_dir, f"{config.task_string}_predictions",
+                              f"{data.task.result_name(data.split)}_{trial}")
+    return data.task.evaluate(config, data, outputs, tokenizer, output_dir)
 
 
 def write_test_outputs(config: FinetuningConfig, model: FinetuningModel, data: SplitData,
-                       tokenizer: WordPieceTokenizer, directory: str) -> str:
-    """GLUE: the leaderboard TSV (e.g. MNLI-m.tsv). SQuAD: <task>_predictions.json with ""
-    where the null odds exceed qa_na_threshold (as the original) and <task>_null_odds.json.
-    Returns what was written."""
-    task = data.task
-    if isinstance(task, SquadTask):
-        predictions, null_odds, _ = squad_predictions(config, model, data, tokenizer)
-        if task.version_2:
-            predictions = squad.apply_na_threshold(predictions, null_odds,
-                                                   config.qa_na_threshold)
-        out = os.path.join(directory, task.name)
-        squad.write_predictions(out, predictions, null_odds if task.version_2 else None)
-        return out
-    predictions = predict(model, task, data.arrays, config.predict_batch_size)
-    path = os.path.join(directory, task.submission_name(data.split))
-    task.write_submission(path, data.arrays["eid"].tolist(), predictions.tolist())
-    return path
+                       tokenizer: WordPieceTokenizer, directory: str) -> list[str]:
+    """The task's leaderboard files for a test split (e.g. GLUE's MNLI-m.tsv); returns what
+    was written."""
+    outputs = run_head(model, data.task, data.arrays, config.predict_batch_size)
+    return data.task.write_test_outputs(config, data, outputs, tokenizer, directory)
 
 
 def results_path(config: FinetuningConfig, extension: str) -> str:

@@ -1,0 +1,204 @@
+"""Extractive question answering as fine-tuning tasks: SQuAD 1.1/2.0 and the MRQA 2019 shared
+task's sets (the original's finetune/qa/qa_tasks.py SQuAD and MRQATask classes).
+
+Both read into squad.QAExample and share the windows, the head (model.SquadHead), the loss and
+the post-processing; they differ in the file format and the official scorer:
+
+  squad, squadv1   DATA_DIR/finetuning_data/<task>/{train,dev,test}.json (SQuAD's schema),
+                   scored by SQuAD's official 2.0 / 1.1 scripts.
+  newsqa, ...      DATA_DIR/finetuning_data/<task>/{train,dev}.jsonl(.gz) (MRQA's format: a
+                   header line, then a context per line with its `qas`), scored by the MRQA
+                   script: exact match and F1, each the best over the question's gold answers.
+                   MRQA's out-of-domain sets have dev files only: put one beside a task's files
+                   as dev-<set>.jsonl(.gz) and it is evaluated with that task's model, reported
+                   as <task>-<set>.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import typing
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.finetuning import squad
+from electra_tf.finetuning.model import SquadHead
+from electra_tf.finetuning.task import INPUTS, DataError, SplitData, Task, cross_entropy
+
+if typing.TYPE_CHECKING:
+    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.tokenization import WordPieceTokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class QATask(Task):
+    """Span extraction over doc_stride windows of a context, as the original's QATask."""
+    name: str
+    version_2: bool = False  # unanswerable questions, null odds, the answerability classifier
+
+    def defaults(self) -> dict[str, Any]:
+        # As the original for every QA task (its test for "qa" in the name missed naturalqs).
+        return {"max_seq_length": 512, "num_train_epochs": 2.0, "write_test_outputs": False}
+
+    @abc.abstractmethod
+    def path(self, config: FinetuningConfig, split: str) -> str:
+        """The file holding a split."""
+
+    @abc.abstractmethod
+    def read(self, config: FinetuningConfig, path: str,
+             is_training: bool) -> list[squad.QAExample]:
+        """The questions of a file."""
+
+    @abc.abstractmethod
+    def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
+              null_odds: dict[str, float]) -> dict[str, float]:
+        """The official scores of the predictions for a file's questions."""
+
+    def load(self, config: FinetuningConfig, split: str,
+             tokenizer: WordPieceTokenizer) -> SplitData:
+        path = self.path(config, split)
+        is_training = split == "train"
+        examples = self.read(config, path, is_training)
+        if not examples:
+            raise DataError(f"{path} holds no usable questions")
+        features = squad.featurize(examples, tokenizer, config.max_seq_length, config.doc_stride,
+                                   config.max_query_length, is_training)
+        if config.log_examples:
+            print(f"{self.name} {split}: {len(examples)} questions in {len(features)} windows, "
+                  f"e.g. {examples[0].question_text!r}", flush=True)
+        arrays = {name: np.array([getattr(f, name) for f in features], np.int32)
+                  for name in (*INPUTS, "is_impossible", "start_position", "end_position")}
+        arrays["start_positions"] = arrays.pop("start_position")
+        arrays["end_positions"] = arrays.pop("end_position")
+        return SplitData(self, split, arrays, examples, features, path)
+
+    def make_head(self, config: FinetuningConfig) -> SquadHead:
+        return SquadHead(config.beam_size, config.joint_prediction,
+                         config.answerable_classifier, config.answerable_uses_start_logits,
+                         name=self.name)
+
+    def example_losses(self, config: FinetuningConfig, outputs: dict[str, tf.Tensor],
+                       batch: dict[str, tf.Tensor]) -> tf.Tensor:
+        """The mean of the start and end cross-entropies, plus answerable_weight x the
+        answerability classifier's sigmoid cross-entropy."""
+        loss = (cross_entropy(outputs["start_logits"], batch["start_positions"]) +
+                cross_entropy(outputs["end_logits"], batch["end_positions"])) / 2.0
+        if "answerable_logit" in outputs:
+            loss += config.answerable_weight * tf.nn.sigmoid_cross_entropy_with_logits(
+                labels=tf.cast(batch["is_impossible"], tf.float32),
+                logits=outputs["answerable_logit"])
+        return loss
+
+    def predictions(self, config: FinetuningConfig, data: SplitData,
+                    outputs: dict[str, np.ndarray], tokenizer: WordPieceTokenizer):
+        """(predictions, null odds, n-best) by the original's post-processing."""
+        fields = [f.name for f in dataclasses.fields(squad.RawResult)]
+        results = [squad.RawResult(**{k: outputs[k][i] for k in fields if k in outputs})
+                   for i in range(len(data))]
+        return squad.postprocess(data.examples, data.features, results, config.n_best_size,
+                                 config.max_answer_length, config.joint_prediction,
+                                 config.answerable_classifier, self.version_2,
+                                 tokenizer=tokenizer)
+
+    def evaluate(self, config: FinetuningConfig, data: SplitData,
+                 outputs: dict[str, np.ndarray], tokenizer: WordPieceTokenizer,
+                 output_dir: str) -> dict[str, float]:
+        """The official scores; the predictions, null odds and n-best are written to
+        output_dir, as the original's qa_preds_file / qa_na_file."""
+        predictions, null_odds, nbest = self.predictions(config, data, outputs, tokenizer)
+        squad.write_predictions(output_dir, predictions,
+                                null_odds if self.version_2 else None, nbest)
+        return self.score(config, data.path, predictions, null_odds)
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadTask(QATask):
+    """SQuAD under the original's names: "squad" is 2.0, "squadv1" is 1.1."""
+
+    def test_splits(self, config: FinetuningConfig) -> list[str]:
+        return ["test"] if config.data_source == "files" else []  # tfds has no test split
+
+    def path(self, config: FinetuningConfig, split: str) -> str:
+        if config.data_source == "tfds":  # converted to the official json, next to the model
+            if split not in ("train", "dev"):
+                raise DataError(f"tensorflow-datasets' squad has no {split} split")
+            return squad.tfds_to_json(
+                "squad/v2.0" if self.version_2 else "squad/v1.1",
+                {"train": "train", "dev": "validation"}[split], config.tfds_data_dir,
+                os.path.join(config.pretrained_model_dir, "finetuning_data_tfds", self.name,
+                             f"{split}.json"))
+        path = os.path.join(config.raw_data_dir(self.data_name), f"{split}.json")
+        if not tf.io.gfile.exists(path):
+            raise DataError(f"no {self.name} {split} file: {path} does not exist; put SQuAD "
+                            f"{'2.0' if self.version_2 else '1.1'}'s {split} json there")
+        return path
+
+    def read(self, config: FinetuningConfig, path: str,
+             is_training: bool) -> list[squad.QAExample]:
+        return squad.read_squad(path, is_training, self.version_2, config.max_unfound_fraction)
+
+    def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
+              null_odds: dict[str, float]) -> dict[str, float]:
+        return squad.evaluate(path, predictions, null_odds if self.version_2 else None,
+                              self.version_2, na_threshold=config.qa_na_threshold)
+
+    def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
+                           outputs: dict[str, np.ndarray], tokenizer: WordPieceTokenizer,
+                           directory: str) -> list[str]:
+        """<task>/predictions.json, with "" where the null odds exceed qa_na_threshold (as the
+        original), and <task>/null_odds.json for 2.0."""
+        predictions, null_odds, _ = self.predictions(config, data, outputs, tokenizer)
+        if self.version_2:
+            predictions = squad.apply_na_threshold(predictions, null_odds,
+                                                   config.qa_na_threshold)
+        out = os.path.join(directory, self.name)
+        squad.write_predictions(out, predictions, null_odds if self.version_2 else None)
+        return [out]
+
+
+@dataclasses.dataclass(frozen=True)
+class MrqaTask(QATask):
+    """A set of the MRQA 2019 shared task in its own jsonl(.gz) format."""
+
+    def _file(self, config: FinetuningConfig, stem: str) -> str | None:
+        directory = config.raw_data_dir(self.data_name)
+        for extension in (".jsonl", ".jsonl.gz"):
+            if tf.io.gfile.exists(os.path.join(directory, stem + extension)):
+                return os.path.join(directory, stem + extension)
+        return None
+
+    def dev_splits(self, config: FinetuningConfig) -> list[str]:
+        """dev, then the out-of-domain sets found as dev-<set>.jsonl(.gz)."""
+        pattern = os.path.join(config.raw_data_dir(self.data_name), "dev-*.jsonl*")
+        names = {os.path.basename(p)[len("dev-"):].split(".jsonl")[0]
+                 for p in tf.io.gfile.glob(pattern)}
+        return ["dev", *sorted(names)]
+
+    def path(self, config: FinetuningConfig, split: str) -> str:
+        stem = split if split in ("train", "dev") else f"dev-{split}"
+        path = self._file(config, stem)
+        if path is None:
+            where = os.path.join(config.raw_data_dir(self.data_name), stem)
+            raise DataError(f"no {self.name} {split} file: neither {where}.jsonl nor "
+                            f"{where}.jsonl.gz exists; put the MRQA shared task's file there")
+        return path
+
+    def read(self, config: FinetuningConfig, path: str,
+             is_training: bool) -> list[squad.QAExample]:
+        return squad.read_mrqa(path, is_training, config.max_unfound_fraction)
+
+    def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
+              null_odds: dict[str, float]) -> dict[str, float]:
+        return squad.evaluate_mrqa(path, predictions)
+
+
+TASKS: list[QATask] = [
+    SquadTask("squad", version_2=True), SquadTask("squadv1"),
+    # The original's four MRQA tasks, then HotpotQA, the shared task's other in-domain set.
+    MrqaTask("newsqa"), MrqaTask("naturalqs"), MrqaTask("triviaqa"), MrqaTask("searchqa"),
+    MrqaTask("hotpotqa"),
+]

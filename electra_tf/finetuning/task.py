@@ -1,0 +1,134 @@
+"""The fine-tuning task protocol (the original's finetune/task.py).
+
+A Task says everything run_finetuning.py needs to know about one task: its splits and how each
+split's results are named, how to read and featurize a split, the head it puts on the encoder,
+each example's loss, and how to score predictions and write the leaderboard (test) files. The
+trainer and run_finetuning.py know tasks only through this class; task_builder.py names them.
+
+Tasks hold no run state: the methods take the FinetuningConfig (and the tokenizer) they need, so
+one instance per task name serves every run. Head outputs are whatever the task's head returns
+(a tensor or a dict of tensors); the trainer hands them back to the same task untouched.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import typing
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+if typing.TYPE_CHECKING:
+    import keras
+
+    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.tokenization import WordPieceTokenizer
+
+# The encoder's inputs: int [N, L] arrays every task's features have.
+INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+class DataError(ValueError):
+    """A task's file (or tfds dataset) is missing or holds something that cannot be read."""
+
+
+@dataclasses.dataclass
+class SplitData:
+    """One split of one task, read and featurized.
+
+    `arrays` are the model's rows: the INPUTS, the training targets the task's loss reads and
+    `task_id` (set by the trainer), each [N, ...]. The rest is what the task needs to score or
+    write predictions: its examples, and where rows are windows of examples (SQuAD) the
+    windows and the source file."""
+    task: Task
+    split: str
+    arrays: dict[str, np.ndarray]
+    examples: list
+    features: list | None = None
+    path: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.arrays["input_ids"])
+
+
+class Task(abc.ABC):
+    """One fine-tuning task. Subclass it (and register an instance in task_builder.py) to add a
+    task; classification, question answering, tagging and zero-shot tasks are examples."""
+
+    name: str
+    trainable: ClassVar[bool] = True  # False: evaluated from the pretrained model as it is
+
+    @property
+    def data_name(self) -> str:
+        """The directory under DATA_DIR/finetuning_data holding the task's files."""
+        return self.name
+
+    def defaults(self) -> dict[str, Any]:
+        """Hparams this task sets when it is the only task (the user's values still win)."""
+        return {}
+
+    def validate(self, config: FinetuningConfig) -> None:
+        """Raises config.ConfigError for hparams this task cannot run with."""
+
+    def dev_splits(self, config: FinetuningConfig) -> list[str]:
+        """The splits evaluated after training."""
+        return ["dev"]
+
+    def test_splits(self, config: FinetuningConfig) -> list[str]:
+        """The splits whose predictions write_test_outputs writes (none: not supported)."""
+        return []
+
+    def result_name(self, split: str) -> str:
+        """The name a split's metrics are reported under: the task's own name for "dev"."""
+        return self.name if split == "dev" else f"{self.name}-{split}"
+
+    @abc.abstractmethod
+    def load(self, config: FinetuningConfig, split: str,
+             tokenizer: WordPieceTokenizer) -> SplitData:
+        """Reads and featurizes one split."""
+
+    @abc.abstractmethod
+    def make_head(self, config: FinetuningConfig) -> keras.layers.Layer:
+        """A new head, called as head(sequence_output, inputs, training=...)."""
+
+    def init_head(self, head: keras.layers.Layer, config: FinetuningConfig) -> str | None:
+        """Loads pretrained weights into a head that comes with the pretrained model (none by
+        default: heads start fresh). Returns what was loaded."""
+        return None
+
+    def example_losses(self, config: FinetuningConfig, outputs: Any,
+                       batch: dict[str, tf.Tensor]) -> tf.Tensor:
+        """[B] float32 losses of the batch's rows from this task's head outputs (rows of other
+        tasks are dropped by the caller, so they only need to be finite)."""
+        raise NotImplementedError(f"task {self.name} is not trained")
+
+    @abc.abstractmethod
+    def evaluate(self, config: FinetuningConfig, data: SplitData, outputs: Any,
+                 tokenizer: WordPieceTokenizer, output_dir: str) -> dict[str, float]:
+        """Metrics of a labelled split from the head's outputs for all its rows. Predictions
+        worth keeping (e.g. SQuAD's) may be written to output_dir."""
+
+    def write_test_outputs(self, config: FinetuningConfig, data: SplitData, outputs: Any,
+                           tokenizer: WordPieceTokenizer, directory: str) -> list[str]:
+        """Writes a test split's predictions into directory; returns the paths written."""
+        raise NotImplementedError(f"task {self.name} writes no test outputs")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """-log softmax(logits)[label] over the last axis, as the original writes it (one-hot times
+    log-probabilities)."""
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    return -tf.reduce_sum(tf.one_hot(labels, tf.shape(logits)[-1]) * log_probs, axis=-1)
+
+
+def pad_rows(rows: list[list[int]], length: int, dtype=np.int32) -> np.ndarray:
+    """Rows of different lengths as a zero-padded [N, length] array."""
+    out = np.zeros((len(rows), length), dtype)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out

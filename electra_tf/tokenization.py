@@ -144,6 +144,7 @@ class WordPieceTokenizer:
             return wordpiece.tokenize(words).merge_dims(-2, -1)
 
         spec = [tf.TensorSpec([None], tf.string)]
+        self._split_words = tf.function(split.tokenize, input_signature=spec, autograph=False)
         self._tokenize = tf.function(fast.tokenize, input_signature=spec, autograph=False)
         self._tokenize_long_words = tf.function(tokenize_long_words, input_signature=spec,
                                                 autograph=False)
@@ -162,6 +163,17 @@ class WordPieceTokenizer:
                               self._run(self._tokenize_long_words, [lines[i] for i in long_words])):
                 ids[i] = row
         return ids
+
+    def split_words(self, lines: Iterable[str]) -> list[list[str]]:
+        """Each line's words as the original's BasicTokenizer.tokenize gives them: normalised,
+        then split on whitespace, around punctuation and around CJK characters."""
+        lines = [self.normalize(line) for line in lines]
+        if not lines:
+            return []
+        ragged = self._split_words(tf.constant(lines, tf.string))
+        words = [word.decode("utf-8") for word in ragged.flat_values.numpy().tolist()]
+        splits = ragged.row_splits.numpy().tolist()
+        return [words[begin:end] for begin, end in zip(splits, splits[1:])]
 
     @staticmethod
     def _run(tokenize, lines: list[str]) -> list[list[int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -9,13 +10,11 @@ import pathlib
 import numpy as np
 import pytest
 
+from conftest import BERT_VOCAB, TEST_DATA
 from electra_tf.finetuning import squad
 from electra_tf.tokenization import WordPieceTokenizer
 
-SAMPLE_V1 = pathlib.Path("/work/shared/data/qa/squad_v1_sample.json")
-VOCAB = pathlib.Path(__file__).resolve().parents[1] / "pretrain_data" / "sample" / "vocab.txt"
-
-pytestmark = pytest.mark.skipif(not SAMPLE_V1.exists(), reason="shared SQuAD sample not present")
+SAMPLE_V1 = TEST_DATA / "squad_v1_sample.json"
 
 # The sample's five questions: id -> first answer text.
 GOLD = {
@@ -29,7 +28,7 @@ GOLD = {
 
 @pytest.fixture(scope="module")
 def tokenizer() -> WordPieceTokenizer:
-    return WordPieceTokenizer(str(VOCAB))
+    return WordPieceTokenizer(str(BERT_VOCAB))
 
 
 def load_sample() -> dict:
@@ -101,7 +100,7 @@ def test_context_is_split_on_the_originals_whitespace(tmp_path):
     assert (example.start_position, example.end_position) == (2, 2)
 
 
-def test_bad_answer_start_is_skipped_with_one_warning(tmp_path, monkeypatch):
+def test_unfound_answers_are_skipped_with_one_warning_or_refused(tmp_path, monkeypatch):
     data = load_sample()
     qas = data["data"][0]["paragraphs"][1]["qas"]
     qas[0]["answers"][0]["answer_start"] = 60  # "1882" is not there
@@ -109,15 +108,35 @@ def test_bad_answer_start_is_skipped_with_one_warning(tmp_path, monkeypatch):
     path = write_json(tmp_path / "bad.json", data)
     warnings = []
     monkeypatch.setattr(squad.logging, "warning", lambda msg, *args: warnings.append(msg % args))
-    examples = squad.read_squad(path, is_training=True, version_2=False)
+    examples = squad.read_squad(path, is_training=True, version_2=False,
+                                max_unfound_fraction=0.4)
     assert len(examples) == 3
     assert qas[0]["id"] not in {e.qas_id for e in examples}
     assert len(warnings) == 1
-    assert "skipped 2 of 5" in warnings[0]
-    assert qas[0]["id"] in warnings[0] and qas[2]["id"] in warnings[0]
+    assert "2 of 5 answerable training questions (40.0%)" in warnings[0]
+    assert f"{qas[0]['id']} ('1882' at 60: the context has 'nd tunnel" in warnings[0]
+    assert qas[2]["id"] in warnings[0]
+    # Above the fraction (0.1 by default) the file is refused: a set that trains on the few
+    # questions left is not what anyone asked for.
+    with pytest.raises(ValueError, match=r"bad.json: 2 of 5 answerable .* more than "
+                                         r"max_unfound_fraction \(0.1\)"):
+        squad.read_squad(path, is_training=True, version_2=False)
     # Evaluation keeps them all, and warns about nothing.
     assert len(squad.read_squad(path, is_training=False, version_2=False)) == 5
     assert len(warnings) == 1
+
+
+def test_duplicate_question_ids_fail_in_evaluation(tmp_path):
+    data = load_sample()
+    paragraphs = data["data"][0]["paragraphs"]
+    paragraphs[0]["qas"].append(dict(paragraphs[0]["qas"][0]))  # the same id twice
+    path = write_json(tmp_path / "dup.json", data)
+    with pytest.raises(ValueError, match=r"dup.json: 1 question ids appear more than once \(6 "
+                                         r"questions, 5 distinct ids\), e.g. "
+                                         r"'5733be284776f41900661182'"):
+        squad.read_squad(path, is_training=False, version_2=False)
+    # Training does not key anything by id: every question trains.
+    assert len(squad.read_squad(path, is_training=True, version_2=False)) == 6
 
 
 def test_malformed_files_raise_naming_file_and_question(tmp_path):
@@ -340,17 +359,40 @@ def test_max_answer_length(tokenizer):
     assert all(len(tokenizer.tokenize_to_ids([e["text"]])[0]) <= 6 for e in nbest["q"])
 
 
-def test_get_final_text_recovers_original_text():
-    assert squad.get_final_text("denver broncos", "Denver Broncos") == "Denver Broncos"
-    assert squad.get_final_text("steve smith", "Steve Smith's") == "Steve Smith"
-    assert squad.get_final_text("1895", "(1895-1943).") == "1895"
-    assert squad.get_final_text("california", "Califérnia") == "Califérnia"  # accent kept
-    assert squad.get_final_text("levi ' s stadium", "Levi's Stadium,") == "Levi's Stadium"
+def test_get_final_text_recovers_original_text(tokenizer):
+    cased = WordPieceTokenizer(str(BERT_VOCAB), do_lower_case=False)
+
+    def final(pred_text: str, orig_text: str, words_from=tokenizer) -> str:
+        return squad.get_final_text(pred_text, orig_text, words_from.split_words([orig_text])[0])
+
+    assert final("denver broncos", "Denver Broncos") == "Denver Broncos"
+    assert final("steve smith", "Steve Smith's") == "Steve Smith"
+    assert final("1895", "(1895-1943).") == "1895"
+    assert final("california", "Califérnia") == "Califérnia"  # accent kept
+    assert final("levi ' s stadium", "Levi's Stadium,") == "Levi's Stadium"
     # No alignment: the original words are returned whole.
-    assert squad.get_final_text("[UNK] x", "日本 x") == "日本 x"
+    assert final("[UNK] x", "日本 x") == "日本 x"
     # Cased models: no lower-casing, so a lower-cased prediction does not align.
-    assert squad.get_final_text("denver", "Denver", do_lower_case=False) == "Denver"
-    assert squad.get_final_text("Den", "Denver", do_lower_case=False) == "Den"
+    assert final("denver", "Denver", cased) == "Denver"
+    assert final("Den", "Denver", cased) == "Den"
+
+
+def test_split_words_is_the_originals_basic_tokenizer(tokenizer, monkeypatch):
+    """get_final_text aligns with the words of BERT's BasicTokenizer: the project's tokenizer
+    gives them exactly, on SQuAD's contexts and the tokenizer's hard cases."""
+    import unicodedata
+
+    from official.nlp.tools import tokenization as reference
+    # ELECTRA's tokenizer drops every C* character; tf-models-official's only Cc and Cf.
+    monkeypatch.setattr(reference, "_is_control", lambda c: c not in "\t\n\r" and
+                        unicodedata.category(c).startswith("C"))
+    lines = (TEST_DATA / "tokenizer_hard_cases.txt").read_text(encoding="utf-8").split("\n")
+    lines += [p["context"] for a in load_sample()["data"] for p in a["paragraphs"]]
+    lines += [CONTEXT, "Levi's Stadium, (1895-1943)."]
+    for lower in (True, False):
+        ours = WordPieceTokenizer(str(BERT_VOCAB), do_lower_case=lower).split_words(lines)
+        original = reference.BasicTokenizer(do_lower_case=lower)
+        assert ours == [original.tokenize(line) for line in lines]
 
 
 def test_answer_text_keeps_context_punctuation_and_accents(tokenizer):
@@ -558,3 +600,90 @@ def test_official_v2_scores_with_threshold(tmp_path):
     assert squad.evaluate(path, final, None, True)["exact"] == 100.0
     with pytest.raises(ValueError, match="no null odds"):
         squad.evaluate(path, preds, {"imp-1": 0.0}, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# MRQA
+
+
+def write_mrqa(path: pathlib.Path, data: dict, dataset: str = "NewsQA") -> str:
+    """A SQuAD-schema dict in the MRQA shared task's format: a header line, then one context
+    per line with `qas` holding `qid`, `answers` (all gold texts) and `detected_answers`
+    (text and inclusive [start, end] character spans); gzipped for a .gz path."""
+    lines = [json.dumps({"header": {"dataset": dataset, "split": "dev"}})]
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            context = paragraph["context"]
+            qas = []
+            for qa in paragraph["qas"]:
+                first = qa["answers"][0]
+                start = first["answer_start"]
+                qas.append({"qid": qa["id"], "question": qa["question"],
+                            "answers": [a["text"] for a in qa["answers"]],
+                            "detected_answers": [{
+                                "text": context[start:start + len(first["text"])],
+                                "char_spans": [[start, start + len(first["text"]) - 1]],
+                                "token_spans": [[0, 0]]}]})
+            lines.append(json.dumps({"id": "ctx", "context": context, "qas": qas,
+                                     "context_tokens": [[word, 0] for word in context.split()]}))
+    text = "\n".join(lines) + "\n"
+    if path.suffix == ".gz":
+        import gzip
+        path.write_bytes(gzip.compress(text.encode("utf-8")))
+    else:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("name", ["dev.jsonl", "dev.jsonl.gz"])
+def test_read_mrqa_gives_the_squad_examples(tmp_path, name):
+    path = write_mrqa(tmp_path / name, load_sample())
+    for is_training in (True, False):
+        mrqa = squad.read_mrqa(path, is_training)
+        reference = squad.read_squad(str(SAMPLE_V1), is_training, False)
+        assert [dataclasses.astuple(e) for e in mrqa] == \
+            [dataclasses.astuple(e) for e in reference]
+
+
+def test_read_mrqa_bad_input(tmp_path):
+    data = load_sample()
+    path = tmp_path / "bad.jsonl"
+    write_mrqa(path, data)
+    lines = path.read_text().split("\n")
+    path.write_text("\n".join([lines[0], lines[1], "{not json", *lines[2:]]))
+    with pytest.raises(ValueError, match=r"bad.jsonl:3: not valid JSON"):
+        squad.read_mrqa(str(path), False)
+    line = json.loads(lines[1])
+    line["qas"][0]["detected_answers"][0]["char_spans"] = [515]
+    path.write_text("\n".join([lines[0], json.dumps(line)]))
+    with pytest.raises(ValueError, match=r"'char_spans' should be a list of \[start, end\]"):
+        squad.read_mrqa(str(path), True)
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(ValueError, match=r"broken.jsonl.gz: cannot be read"):
+        squad.read_mrqa(str(tmp_path / "broken.jsonl.gz"), False)
+
+
+def test_mrqa_scores_against_hand_counts(tmp_path):
+    """Exact match and F1 are each the best over a question's gold answers (the official
+    MRQA script); missing predictions score 0."""
+    context = "The Denver Broncos won in Santa Clara, California in 1895."
+    qas = [
+        {"qid": "q1", "question": "Who won?", "answers": ["Denver Broncos", "the Broncos"]},
+        {"qid": "q2", "question": "Where?", "answers": ["Santa Clara, California"]},
+        {"qid": "q3", "question": "When?", "answers": ["1895", "in 1895"]},
+        {"qid": "q4", "question": "Whose?", "answers": ["Denver"]},
+    ]
+    path = tmp_path / "dev.jsonl"
+    path.write_text(json.dumps({"header": {"dataset": "X", "split": "dev"}}) + "\n" +
+                    json.dumps({"context": context, "qas": qas}) + "\n")
+    predictions = {"q1": "Broncos",  # = "the Broncos" once articles go: EM 1, F1 1
+                   "q2": "Santa Clara",  # P 1, R 2/3: F1 0.8
+                   "q3": "1943",  # nothing in common
+                   "q4": "Denver!"}  # punctuation goes: EM 1
+    assert squad.evaluate_mrqa(str(path), predictions) == pytest.approx(
+        {"exact_match": 100 * 2 / 4, "f1": 100 * (1 + 0.8 + 0 + 1) / 4})
+    del predictions["q4"]
+    assert squad.evaluate_mrqa(str(path), predictions) == pytest.approx(
+        {"exact_match": 100 * 1 / 4, "f1": 100 * 1.8 / 4})
+    with pytest.raises(ValueError, match="none of the 4 questions"):
+        squad.evaluate_mrqa(str(path), {})

@@ -1,9 +1,10 @@
-"""SQuAD 1.1 / 2.0 data for fine-tuning: reading, windowed features, post-processing, scoring.
+"""SQuAD 1.1 / 2.0 (and MRQA) data for fine-tuning: reading, windowed features,
+post-processing, scoring.
 
 This is the model-independent half of the original's finetune/qa (qa_tasks.py, qa_metrics.py,
 squad_official_eval*.py); the Keras head and training loop consume it:
 
-    examples = read_squad(path, is_training, version_2)
+    examples = read_squad(path, is_training, version_2)  # or read_mrqa(path, is_training)
     features = featurize(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                          is_training)
     ...  run the model, one RawResult per feature, in the order of `features`  ...
@@ -22,9 +23,18 @@ get_final_text, the null score (the [CLS] logits, or the answerability logit) an
 v2.0 "exact"/"f1" are taken at the original's qa_na_threshold (-2.75 by default), and
 best_exact/best_f1 over all thresholds, as its modified official script does.
 
+MRQA's jsonl(.gz) files (a header line, then one context per line with its `qas`, each with a
+`qid` and `detected_answers` character spans) are read into the same examples, as the original's
+MRQATask: training takes the first detected answer at its first span.
+
 Deliberate differences:
   * Bad input raises ValueError naming the file and the question (the original raised bare
-    KeyErrors); skipped training answers are reported in one warning, not one log line each.
+    KeyErrors). Training answers that cannot be located are reported in one warning with
+    their count and a few examples, not one log line each; when more than
+    `max_unfound_fraction` of a file's answerable questions cannot be located the file is
+    refused (answer offsets counted some other way, e.g. in bytes or from 1, not a few odd
+    characters). Question ids must be unique in evaluation files: predictions and the
+    official scorers are keyed by id, so duplicates would be scored once.
   * A training answer whose answer_start is negative or on whitespace before the first word,
     or whose text is empty, is skipped too: the original kept these with negative or inverted
     word positions (Python's negative indexing hid the error).
@@ -38,8 +48,9 @@ Deliberate differences:
     result, without the original's cost quadratic in the number of windows).
   * featurize refuses settings that leave no room for the document (the original looped
     forever).
-  * postprocess takes the tokenizer, for the wordpiece strings and its lower-casing and
-    accent settings, which get_final_text shares (the original always stripped accents there).
+  * postprocess takes the tokenizer, for the wordpiece strings and the words of the context
+    get_final_text aligns with (its BasicTokenizer split, with the tokenizer's lower-casing and
+    accent settings; the original always stripped accents there).
   * The original's debug-only nonce candidate for SQuAD 2.0 is not reproduced.
   * Scores come from tf-models-official's official scorers, renamed to the original's keys
     (v1.1: exact_match and f1 in percent; v2.0: best_* for its final_*). Its v2.0 scorer
@@ -52,18 +63,19 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import gzip
 import os
-import unicodedata
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
 
-from electra_tf.tokenization import WordPieceTokenizer, normalize
+from electra_tf.tokenization import WordPieceTokenizer
 
 DEFAULT_NA_THRESHOLD = -2.75  # the original's qa_na_threshold
+DEFAULT_MAX_UNFOUND_FRACTION = 0.1
 _NULL_SCORE_INIT = 1000000.0  # the original's "large and positive" starting minimum
 _MAX_IDS_IN_WARNING = 5
 
@@ -172,22 +184,87 @@ def _paragraphs(data: Any, path: str) -> Iterator[tuple[str, dict]]:
             yield f"article {a} paragraph {p}", paragraph
 
 
-def read_squad(path: str, is_training: bool, version_2: bool) -> list[QAExample]:
+def _squad_answer(qa: dict, path: str, where: str) -> tuple[str, int]:
+    """The first answer's text and character offset, SQuAD's way."""
+    answers = _get(qa, "answers", list, path, where)
+    if not answers:
+        raise ValueError(f"{path}: {where} has no answers and is not is_impossible")
+    return (_get(answers[0], "text", str, path, f"{where} answer 0"),
+            _get(answers[0], "answer_start", int, path, f"{where} answer 0"))
+
+
+def _mrqa_answer(qa: dict, path: str, where: str) -> tuple[str, int]:
+    """The first detected answer's text and the start of its first character span."""
+    detected = _get(qa, "detected_answers", list, path, where)
+    if not detected:
+        raise ValueError(f"{path}: {where} has no detected_answers")
+    spans = _get(detected[0], "char_spans", list, path, f"{where} detected answer 0")
+    if not spans or not isinstance(spans[0], list) or not spans[0] or \
+            not isinstance(spans[0][0], int):
+        raise ValueError(f"{path}: {where} detected answer 0: 'char_spans' should be a list "
+                         f"of [start, end] character offsets, not {spans!r}")
+    return _get(detected[0], "text", str, path, f"{where} detected answer 0"), spans[0][0]
+
+
+def read_squad(path: str, is_training: bool, version_2: bool,
+               max_unfound_fraction: float = DEFAULT_MAX_UNFOUND_FRACTION) -> list[QAExample]:
     """The questions of a SQuAD json file (official schema).
 
     For training, each question takes its first answer, located by word; questions whose
-    answer_start does not locate the answer text are skipped and counted in one warning.
-    For evaluation every question is kept, without answer positions."""
-    data = _load_json(path)
+    answer_start does not locate the answer text are skipped, counted in one warning, and the
+    file is refused when they are more than max_unfound_fraction of the answerable ones.
+    For evaluation every question is kept, without answer positions, and ids must be unique."""
+    return _read_questions(path, _paragraphs(_load_json(path), path), is_training, version_2,
+                           "id", _squad_answer, max_unfound_fraction)
+
+
+def read_mrqa(path: str, is_training: bool,
+              max_unfound_fraction: float = DEFAULT_MAX_UNFOUND_FRACTION) -> list[QAExample]:
+    """The questions of an MRQA 2019 shared-task file (.jsonl, or .jsonl.gz), as read_squad
+    reads SQuAD 1.1: the header line is skipped, questions are keyed by `qid`."""
+    return _read_questions(path, _mrqa_paragraphs(path), is_training, False, "qid",
+                           _mrqa_answer, max_unfound_fraction)
+
+
+def _mrqa_lines(path: str) -> Iterator[tuple[int, str]]:
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"MRQA file {path} not found")
+    with tf.io.gfile.GFile(path, "rb") as raw:
+        lines = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+        try:
+            for number, line in enumerate(lines, start=1):
+                yield number, line.decode("utf-8")
+        except (OSError, EOFError, UnicodeDecodeError) as e:  # a damaged gzip or bad bytes
+            raise ValueError(f"{path}: cannot be read ({e})") from None
+
+
+def _mrqa_paragraphs(path: str) -> Iterator[tuple[str, dict]]:
+    """(place, context line) of every line of an MRQA file but its header."""
+    for number, line in _mrqa_lines(path):
+        if not line.strip():
+            continue
+        try:
+            paragraph = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{number}: not valid JSON ({e})") from None
+        if isinstance(paragraph, dict) and "header" in paragraph:
+            continue
+        yield f"line {number}", paragraph
+
+
+def _read_questions(path: str, paragraphs: Iterator[tuple[str, dict]], is_training: bool,
+                    version_2: bool, id_key: str,
+                    first_answer: Callable[[dict, str, str], tuple[str, int]],
+                    max_unfound_fraction: float) -> list[QAExample]:
+    """QAExamples of every question of every paragraph (the original's _add_examples)."""
     examples: list[QAExample] = []
-    skipped: list[str] = []
-    num_questions = 0
-    for where, paragraph in _paragraphs(data, path):
+    unfound: list[str] = []
+    num_answerable = 0
+    for where, paragraph in paragraphs:
         context = _get(paragraph, "context", str, path, where)
         doc_tokens, char_to_word = _split_words(context)
         for q, qa in enumerate(_get(paragraph, "qas", list, path, where)):
-            num_questions += 1
-            qas_id = _get(qa, "id", str, path, f"{where} question {q}")
+            qas_id = _get(qa, id_key, str, path, f"{where} question {q}")
             where_q = f"question {qas_id!r}"
             question = _get(qa, "question", str, path, where_q)
             is_impossible = False
@@ -196,26 +273,47 @@ def read_squad(path: str, is_training: bool, version_2: bool) -> list[QAExample]
             example = QAExample(qas_id=qas_id, question_text=question, doc_tokens=doc_tokens,
                                 is_impossible=is_impossible, context=context)
             if is_training and not is_impossible:
-                answers = _get(qa, "answers", list, path, where_q)
-                if not answers:
-                    raise ValueError(f"{path}: {where_q} has no answers and is not "
-                                     "is_impossible")
-                text = _get(answers[0], "text", str, path, f"{where_q} answer 0")
-                offset = _get(answers[0], "answer_start", int, path, f"{where_q} answer 0")
+                num_answerable += 1
+                text, offset = first_answer(qa, path, where_q)
                 located = _locate_answer(doc_tokens, char_to_word, text, offset)
                 if located is None:
-                    skipped.append(qas_id)
+                    unfound.append(f"{qas_id} ({text[:40]!r} at {offset}: the context has "
+                                   f"{context[max(offset, 0):max(offset, 0) + 40]!r})")
                     continue
                 example.orig_answer_text = text
                 example.start_position, example.end_position = located
             examples.append(example)
-    if skipped:
-        logging.warning(
-            "%s: skipped %d of %d training questions whose answer_start does not locate the "
-            "answer text in the context (ids: %s%s)", path, len(skipped), num_questions,
-            ", ".join(skipped[:_MAX_IDS_IN_WARNING]),
-            ", ..." if len(skipped) > _MAX_IDS_IN_WARNING else "")
+    if unfound:
+        _report_unfound(path, unfound, num_answerable, max_unfound_fraction)
+    if not is_training:
+        _check_unique_ids(path, [e.qas_id for e in examples], id_key)
     return examples
+
+
+def _report_unfound(path: str, unfound: list[str], num_answerable: int,
+                    max_fraction: float) -> None:
+    """Warns about answers that are not at their offset; fails when they are too many for a
+    few odd characters (the offsets are then likely counted another way)."""
+    message = (f"{path}: {len(unfound)} of {num_answerable} answerable training questions "
+               f"({100 * len(unfound) / num_answerable:.1f}%) give an answer text that is not "
+               f"at its character offset in the context, e.g. "
+               f"{'; '.join(unfound[:_MAX_IDS_IN_WARNING])}")
+    if len(unfound) > max_fraction * num_answerable:
+        raise ValueError(f"{message}. That is more than max_unfound_fraction "
+                         f"({max_fraction:g}): check that offsets count characters from 0 in "
+                         "the context, or raise max_unfound_fraction to train on the rest")
+    logging.warning("%s; training without them", message)
+
+
+def _check_unique_ids(path: str, ids: list[str], id_key: str) -> None:
+    counts = collections.Counter(ids)
+    repeated = [qid for qid, count in counts.items() if count > 1]
+    if repeated:
+        raise ValueError(
+            f"{path}: {len(repeated)} question {id_key}s appear more than once "
+            f"({len(ids)} questions, {len(counts)} distinct {id_key}s), e.g. "
+            f"{', '.join(repr(qid) for qid in repeated[:_MAX_IDS_IN_WARNING])}; predictions "
+            f"and the official scorer are keyed by {id_key}, so each question needs its own")
 
 
 def _locate_answer(doc_tokens: list[str], char_to_word: list[int], text: str,
@@ -373,53 +471,18 @@ def _example_features(example_index: int, example: QAExample, query: list[int],
 # Post-processing
 
 
-def _is_punctuation(char: str) -> bool:
-    """The original's: all non-alphanumeric ASCII printables, and Unicode P* categories."""
-    code = ord(char)
-    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
-        return True
-    return unicodedata.category(char).startswith("P")
-
-
-def _is_cjk(char: str) -> bool:
-    code = ord(char)
-    return (0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0x20000 <= code <= 0x2A6DF
-            or 0x2A700 <= code <= 0x2B73F or 0x2B740 <= code <= 0x2B81F
-            or 0x2B820 <= code <= 0x2CEAF or 0xF900 <= code <= 0xFAFF
-            or 0x2F800 <= code <= 0x2FA1F)
-
-
-def basic_tokenize(text: str, do_lower_case: bool = True, strip_accents: bool = True) -> list[str]:
-    """The original's BasicTokenizer.tokenize: normalise, then split on whitespace, around
-    punctuation and around CJK characters (in pure Python: it runs per n-best candidate)."""
-    words: list[str] = []
-    for chunk in normalize(text, do_lower_case, strip_accents).split():
-        word = ""
-        for char in chunk:
-            if _is_punctuation(char) or _is_cjk(char):
-                if word:
-                    words.append(word)
-                words.append(char)
-                word = ""
-            else:
-                word += char
-        if word:
-            words.append(word)
-    return words
-
-
-def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool = True,
-                   strip_accents: bool = True) -> str:
+def get_final_text(pred_text: str, orig_text: str, orig_words: Sequence[str]) -> str:
     """The part of orig_text (original words joined by spaces) that pred_text (the de-pieced,
     normalised prediction) came from, keeping the original's casing and punctuation:
-    "steve smith" in "Steve Smith's" -> "Steve Smith". Falls back to orig_text when the
-    character alignment fails, as the original does."""
+    "steve smith" in "Steve Smith's" -> "Steve Smith". orig_words is orig_text split as the
+    tokenizer's BasicTokenizer splits it (WordPieceTokenizer.split_words). Falls back to
+    orig_text when the character alignment fails, as the original does."""
 
     def without_spaces(text: str) -> tuple[str, dict[int, int]]:
         kept = [(i, c) for i, c in enumerate(text) if c != " "]
         return "".join(c for _, c in kept), {k: i for k, (i, _) in enumerate(kept)}
 
-    tok_text = " ".join(basic_tokenize(orig_text, do_lower_case, strip_accents))
+    tok_text = " ".join(orig_words)
     start = tok_text.find(pred_text)
     if start == -1:
         return orig_text
@@ -531,6 +594,14 @@ def postprocess(examples: Sequence[QAExample], features: Sequence[QAFeature],
                         float(end_scores[i, j] if joint_prediction else end_scores[end])))
         candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)
 
+        def orig_text(candidate: _Candidate) -> str:
+            first = candidate.feature.token_to_orig_map[candidate.start_index]
+            last = candidate.feature.token_to_orig_map[candidate.end_index]
+            return " ".join(example.doc_tokens[first:last + 1])
+
+        # The candidates' original words, split by the tokenizer in one batch.
+        texts = list(dict.fromkeys(orig_text(c) for c in candidates))
+        words = dict(zip(texts, tokenizer.split_words(texts)))
         nbest: list[dict] = []
         seen: set[str] = set()
         for candidate in candidates:
@@ -541,11 +612,8 @@ def postprocess(examples: Sequence[QAExample], features: Sequence[QAFeature],
                 feature.input_ids[candidate.start_index:candidate.end_index + 1])
             pred_text = " ".join(pieces).replace(" ##", "").replace("##", "")
             pred_text = " ".join(pred_text.split())
-            first = feature.token_to_orig_map[candidate.start_index]
-            last = feature.token_to_orig_map[candidate.end_index]
-            orig_text = " ".join(example.doc_tokens[first:last + 1])
-            text = get_final_text(pred_text, orig_text, tokenizer.do_lower_case,
-                                  tokenizer.strip_accents)
+            original = orig_text(candidate)
+            text = get_final_text(pred_text, original, words[original])
             if text in seen:  # the same answer from another window or span: keep the best
                 continue
             seen.add(text)
@@ -654,6 +722,32 @@ def evaluate(dataset_path: str, predictions: dict[str, str], null_odds: dict[str
         elif key.startswith("pr_"):
             metrics[key] = float(value)
     return metrics
+
+
+def evaluate_mrqa(path: str, predictions: dict[str, str]) -> dict[str, float]:
+    """The MRQA shared task's official scores of the predictions (percent): each question's
+    exact match and F1 are the best over all its gold `answers`, as in SQuAD 1.1's scorer,
+    which the MRQA script adapts and which computes them here. Questions without a
+    prediction score 0 and are logged."""
+    questions = []
+    for where, paragraph in _mrqa_paragraphs(path):
+        for q, qa in enumerate(_get(paragraph, "qas", list, path, where)):
+            qid = _get(qa, "qid", str, path, f"{where} question {q}")
+            answers = _get(qa, "answers", list, path, f"question {qid!r}")
+            if not answers or not all(isinstance(a, str) for a in answers):
+                raise ValueError(f"{path}: question {qid!r}: 'answers' should be a non-empty "
+                                 f"list of strings, not {answers!r}")
+            questions.append({"id": qid, "answers": [{"text": a} for a in answers]})
+    if not questions:
+        raise ValueError(f"{path} holds no questions")
+    missing = [qa["id"] for qa in questions if qa["id"] not in predictions]
+    if len(missing) == len(questions):
+        raise ValueError(f"none of the {len(questions)} questions of {path} has a prediction")
+    if missing:
+        logging.warning("%d of %d questions of %s have no prediction (e.g. %s)", len(missing),
+                        len(questions), path, ", ".join(missing[:_MAX_IDS_IN_WARNING]))
+    scores = squad_evaluate_v1_1.evaluate([{"paragraphs": [{"qas": questions}]}], predictions)
+    return {"exact_match": 100.0 * scores["exact_match"], "f1": 100.0 * scores["final_f1"]}
 
 
 def tfds_to_json(name: str, split: str, tfds_data_dir: str | None, path: str) -> str:

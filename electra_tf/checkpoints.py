@@ -170,6 +170,9 @@ def infer_sizes(weights: dict[str, np.ndarray], scope: str, embeddings_scope: st
         type_vocab_size=weights[f"{es}/embeddings/token_type_embeddings"].shape[0])
 
 
+_DISCRIMINATOR_HEAD = "discriminator_predictions/dense/kernel"
+
+
 def build_models(weights: dict[str, np.ndarray], source: str,
                  heads: dict[str, int | None] | None = None):
     """The discriminator (always) and the generator (when the weights hold one) of these
@@ -182,7 +185,7 @@ def build_models(weights: dict[str, np.ndarray], source: str,
                          f"{sorted(weights)[:5]}")
     discriminator = modeling.ElectraDiscriminator(disc_sizes.encoder("electra"),
                                                   name="electra_discriminator")
-    if "discriminator_predictions/dense/kernel" in weights:
+    if _DISCRIMINATOR_HEAD in weights:
         used = assign(discriminator, weights, source)
     else:  # a bare encoder (ElectraModel, BERT): the replaced-token head starts fresh
         used = _assign_encoder_only(discriminator, weights, source)
@@ -463,6 +466,7 @@ class Pretrained:
     source: str
     format: str  # "tf1", "huggingface" or "keras"
     global_step: int | None = None
+    has_discriminator_head: bool = True  # False: a bare encoder, the head freshly initialised
 
 
 def _vocab_next_to(path: str) -> str | None:
@@ -495,7 +499,8 @@ def load_pretrained(path: str) -> Pretrained:
             with tf.io.gfile.GFile(tokenizer_config) as f:
                 lower = json.load(f).get("do_lower_case")
         return Pretrained(discriminator, generator, _vocab_next_to(path), lower, path,
-                          "huggingface")
+                          "huggingface",
+                          has_discriminator_head=_DISCRIMINATOR_HEAD in weights)
     keras_file = os.path.join(path, "discriminator.keras") if tf.io.gfile.isdir(path) else path
     if keras_file.endswith(".keras") and tf.io.gfile.exists(keras_file):
         discriminator = keras.saving.load_model(keras_file, compile=False)
@@ -510,7 +515,7 @@ def load_pretrained(path: str) -> Pretrained:
         discriminator, generator = build_models(weights, prefix)
         step = int(weights["global_step"]) if "global_step" in weights else None
         return Pretrained(discriminator, generator, _vocab_next_to(path), None, prefix, "tf1",
-                          step)
+                          step, has_discriminator_head=_DISCRIMINATOR_HEAD in weights)
     raise FileNotFoundError(
         f"{path}: no pretrained ELECTRA found (expected a TF1 checkpoint, a Hugging Face "
         "directory with config.json, or discriminator.keras)")

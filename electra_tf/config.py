@@ -66,9 +66,10 @@ def bert_config(size: str, vocab_size: int, overrides: dict[str, Any],
 
 @dataclasses.dataclass(kw_only=True)
 class TpuHparams:
-    """The original's TPU hparams, shared by pretraining and fine-tuning."""
+    """The original's TPU hparams, shared by pretraining and fine-tuning. num_tpu_cores and
+    tpu_job_name configured TPUEstimator; TPUStrategy needs neither (validate_tpu)."""
     use_tpu: bool = False
-    num_tpu_cores: int = 1
+    num_tpu_cores: int | None = None
     tpu_job_name: str | None = None
     tpu_name: str | None = None
     tpu_zone: str | None = None
@@ -281,6 +282,19 @@ def require(ok: bool, key: str, message: str) -> None:
         raise ConfigError(f"hparam {key!r}: {message}")
 
 
+def validate_tpu(c: TpuHparams) -> None:
+    """The TPU hparams are consistent; those TPUStrategy has no use for fail, saying why."""
+    require(c.strategy != "tpu" or c.tpu_name or c.use_tpu, "strategy",
+            "\"tpu\" needs tpu_name (or use_tpu on a TPU VM)")
+    require(c.num_tpu_cores is None, "num_tpu_cores",
+            "TPUStrategy replicates over every core of the TPU named by tpu_name (it takes no "
+            "core count, unlike the original's TPUEstimator); leave num_tpu_cores out and pick "
+            "the TPU size instead")
+    require(c.tpu_job_name is None, "tpu_job_name",
+            "TPUClusterResolver finds the TPU's worker job itself (the original passed this "
+            "to TPUEstimator); leave tpu_job_name out")
+
+
 def validate(c: PretrainingConfig) -> None:
     """Impossible values fail before any work starts."""
     require(c.encoder_size in MODEL_SIZES, "model_size", f"unknown size {c.model_size!r}")
@@ -325,8 +339,7 @@ def validate(c: PretrainingConfig) -> None:
     require(c.strategy in STRATEGIES, "strategy", f"one of {STRATEGIES}, got {c.strategy!r}")
     require(c.precision in PRECISIONS, "precision", f"one of {PRECISIONS}, got {c.precision!r}")
     require(c.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}, got {c.optimizer!r}")
-    require(c.strategy != "tpu" or c.tpu_name or c.use_tpu, "strategy",
-             "\"tpu\" needs tpu_name (or use_tpu on a TPU VM)")
+    validate_tpu(c)
     require(c.keep_checkpoint_max is None or c.keep_checkpoint_max >= 0, "keep_checkpoint_max",
              "must be >= 0 (0 keeps all)")
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny model config, TFRecords in the original's layout, the real vocab."""
+"""Shared fixtures: a tiny model config, TFRecords in the original's layout, the real vocab, and
+the real data the tests read, shipped in tests/data/ (see its README)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"  # beside the checkout, as on CI
-SAMPLE = REPO / "pretrain_data" / "sample"  # shipped in the repo
+TEST_DATA = REPO / "tests" / "data"
+SAMPLE = REPO / "pretrain_data" / "sample"  # the quickstart's corpus and vocab
 BERT_VOCAB = SAMPLE / "vocab.txt"
 
 # A model small enough for a CPU test, with embedding size != hidden size (the projection path).
@@ -32,6 +33,58 @@ TINY_MODEL = {
     "learning_rate": 1e-3,
     "seed": 1,
 }
+
+TINY_FINETUNING = {
+    "model_hparam_overrides": TINY_MODEL["model_hparam_overrides"],
+    "embedding_size": TINY_MODEL["embedding_size"], "max_seq_length": 32,
+    "train_batch_size": 8, "eval_batch_size": 8, "predict_batch_size": 8,
+    "learning_rate": 1e-3, "log_steps": 10,
+}
+
+
+def write_sst_files(directory, n_train=160, n_dev=40, n_test=24):
+    """SST-2's format (header "sentence\\tlabel"; test "index\\tsentence") from the real
+    movie-review snippets: positive score -> 1, negative -> 0, exactly 0 dropped."""
+    by_label = {"0": [], "1": []}
+    for line in (TEST_DATA / "movie_review_snippets.tsv").read_text(
+            encoding="utf-8").splitlines():
+        _, score, sentence = line.split("\t")
+        if float(score) != 0:
+            by_label["1" if float(score) > 0 else "0"].append((sentence, "1" if float(score) > 0
+                                                               else "0"))
+    # The file is sorted by source: alternate the labels so every split is balanced.
+    rows = [row for pair in zip(by_label["0"], by_label["1"]) for row in pair]
+    directory.mkdir(parents=True)
+    train, dev, test = rows[:n_train], rows[n_train:n_train + n_dev], rows[-n_test:]
+    assert sum(label == "1" for _, label in dev) == n_dev // 2
+    (directory / "train.tsv").write_text(
+        "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in train), encoding="utf-8")
+    (directory / "dev.tsv").write_text(
+        "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in dev), encoding="utf-8")
+    (directory / "test.tsv").write_text(
+        "index\tsentence\n" + "".join(f"{i}\t{s}\n" for i, (s, _) in enumerate(test)),
+        encoding="utf-8")
+    return dev
+
+
+@pytest.fixture
+def finetuning_dir(tmp_path):
+    """DATA_DIR with vocab.txt, finetuning_data/sst/ and a tiny pretrained discriminator in
+    models/tiny/discriminator.keras (as run_pretraining.py exports it)."""
+    from electra_tf import modeling
+    from electra_tf.finetuning.config import from_hparams
+
+    shutil.copy(BERT_VOCAB, tmp_path / "vocab.txt")
+    write_sst_files(tmp_path / "finetuning_data" / "sst")
+    config = from_hparams("tiny", str(tmp_path), TINY_FINETUNING)
+    encoder = modeling.Encoder(**config.bert_config(), embedding_size=config.embedding_size,
+                               name="electra")
+    discriminator = modeling.ElectraDiscriminator(encoder, name="electra_discriminator")
+    discriminator.build()
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    discriminator.save(tmp_path / "models" / "tiny" / "discriminator.keras")
+    return tmp_path
+
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -80,8 +133,15 @@ def tiny_config(data_dir: str | os.PathLike = "/nonexistent", **hparams):
     return config.from_hparams("tiny", str(data_dir), {**TINY_MODEL, **hparams})
 
 
-def run_script(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Runs a repo script in a fresh interpreter; fails the test with its output on error."""
+def run_script(*args: str, timeout: int = 600,
+               expect_failure: bool = False) -> subprocess.CompletedProcess:
+    """Runs a repo script in a fresh interpreter. Fails the test with the script's output when
+    it exits non-zero, or with expect_failure when it exits 0."""
     result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
                             timeout=timeout, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    if (result.returncode == 0) == expect_failure:
+        pytest.fail(f"{' '.join(args)} exited {result.returncode}, expected "
+                    f"{'an error' if expect_failure else '0'}\n--- stdout (end)\n"
+                    f"{result.stdout[-3000:]}\n--- stderr (end)\n{result.stderr[-5000:]}",
+                    pytrace=False)
     return result

@@ -53,8 +53,9 @@ def test_cli(corpus, tmp_path):
     tokens = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert tokens[101] == "[CLS]" and any(t != t.lower() for t in tokens)  # cased
     result = run_script("pretrain_data/build_vocab.py", f"--corpus_dir={corpus}",
-                        f"--output_file={out}")
+                        f"--output_file={out}", expect_failure=True)
     assert result.returncode != 0 and "exists; pass --overwrite" in result.stderr
     result = run_script("pretrain_data/build_vocab.py", f"--corpus_dir={corpus}",
-                        f"--output_file={tmp_path / 'small.txt'}", "--vocab_size=50")
+                        f"--output_file={tmp_path / 'small.txt'}", "--vocab_size=50",
+                        expect_failure=True)
     assert result.returncode != 0 and "--vocab_size 50 leaves no room" in result.stderr

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import BERT_VOCAB, SHARED_DATA, TINY_MODEL, run_script
+from conftest import TEST_DATA, TINY_FINETUNING, run_script
 from electra_tf import optimization
 from electra_tf.config import ConfigError
 from electra_tf.finetuning import config as finetuning_config
@@ -70,58 +70,6 @@ def test_optimizer_applies_the_multipliers():
     assert np.allclose(step_b, 0.25 * step_a) and np.abs(step_a).min() > 1e-3
 
 
-TINY_FINETUNING = {
-    "model_hparam_overrides": TINY_MODEL["model_hparam_overrides"],
-    "embedding_size": TINY_MODEL["embedding_size"], "max_seq_length": 32,
-    "train_batch_size": 8, "eval_batch_size": 8, "predict_batch_size": 8,
-    "learning_rate": 1e-3, "log_steps": 10,
-}
-
-
-def _sst_files(directory, n_train=160, n_dev=40, n_test=24):
-    """SST-2's format (header "sentence\\tlabel"; test "index\\tsentence") from the real
-    movie-review snippets: positive score -> 1, negative -> 0, exactly 0 dropped."""
-    by_label = {"0": [], "1": []}
-    for line in (SHARED_DATA / "classification" / "movie_review_snippets.tsv").read_text(
-            encoding="utf-8").splitlines():
-        _, score, sentence = line.split("\t")
-        if float(score) != 0:
-            by_label["1" if float(score) > 0 else "0"].append((sentence, "1" if float(score) > 0
-                                                               else "0"))
-    # The file is sorted by source: alternate the labels so every split is balanced.
-    rows = [row for pair in zip(by_label["0"], by_label["1"]) for row in pair]
-    directory.mkdir(parents=True)
-    train, dev, test = rows[:n_train], rows[n_train:n_train + n_dev], rows[-n_test:]
-    assert sum(label == "1" for _, label in dev) == n_dev // 2
-    (directory / "train.tsv").write_text(
-        "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in train), encoding="utf-8")
-    (directory / "dev.tsv").write_text(
-        "sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in dev), encoding="utf-8")
-    (directory / "test.tsv").write_text(
-        "index\tsentence\n" + "".join(f"{i}\t{s}\n" for i, (s, _) in enumerate(test)),
-        encoding="utf-8")
-    return dev
-
-
-@pytest.fixture
-def finetuning_dir(tmp_path):
-    """DATA_DIR with vocab.txt, finetuning_data/sst/ and a tiny pretrained discriminator in
-    models/tiny/discriminator.keras (as run_pretraining.py exports it)."""
-    from electra_tf import modeling
-    from electra_tf.finetuning.config import from_hparams
-
-    shutil.copy(BERT_VOCAB, tmp_path / "vocab.txt")
-    _sst_files(tmp_path / "finetuning_data" / "sst")
-    config = from_hparams("tiny", str(tmp_path), TINY_FINETUNING)
-    encoder = modeling.Encoder(**config.bert_config(), embedding_size=config.embedding_size,
-                               name="electra")
-    discriminator = modeling.ElectraDiscriminator(encoder, name="electra_discriminator")
-    discriminator.build()
-    (tmp_path / "models" / "tiny").mkdir(parents=True)
-    discriminator.save(tmp_path / "models" / "tiny" / "discriminator.keras")
-    return tmp_path
-
-
 def test_run_finetuning_end_to_end_on_sst(finetuning_dir):
     hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 2,
                "num_trials": 2, "write_test_outputs": True, "n_writes_test": 1,
@@ -181,7 +129,7 @@ def test_mismatched_init_checkpoint_names_both(finetuning_dir):
 
 def _squad_v2(directory):
     """The shared SQuAD sample plus two unanswerable questions, as SQuAD 2.0 files."""
-    data = json.loads((SHARED_DATA / "qa" / "squad_v1_sample.json").read_text())
+    data = json.loads((TEST_DATA / "squad_v1_sample.json").read_text())
     paragraphs = data["data"][0]["paragraphs"]
     for qa in (qa for p in paragraphs for qa in p["qas"]):
         qa["is_impossible"] = False
@@ -213,7 +161,7 @@ def test_run_finetuning_end_to_end_on_squad_v2(finetuning_dir):
     for key in ("exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1", "best_f1_thresh"):
         assert key in metrics
     assert metrics["HasAns_total"] == 5 and metrics["NoAns_total"] == 2
-    dev_dir = model_dir / "results" / "squad_qa" / "squad_dev_1"
+    dev_dir = model_dir / "results" / "squad_predictions" / "squad_1"
     predictions = json.loads((dev_dir / "predictions.json").read_text())
     null_odds = json.loads((dev_dir / "null_odds.json").read_text())
     assert set(predictions) == set(null_odds) and "impossible-2" in predictions
@@ -234,7 +182,7 @@ def test_squad_v1_fits_its_training_questions(finetuning_dir):
     directory = finetuning_dir / "finetuning_data" / "squadv1"
     directory.mkdir(parents=True)
     for split in ("train", "dev"):
-        shutil.copy(SHARED_DATA / "qa" / "squad_v1_sample.json", directory / f"{split}.json")
+        shutil.copy(TEST_DATA / "squad_v1_sample.json", directory / f"{split}.json")
     hparams = {**SQUAD_HPARAMS, "task_names": ["squadv1"], "num_train_epochs": 60,
                "layerwise_lr_decay": 0.0, "log_steps": 200}
     results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import SHARED_DATA
+from conftest import TEST_DATA
 from electra_tf.finetuning import glue
 from electra_tf.finetuning.glue import DataError, Example
 
-SNIPPETS = SHARED_DATA / "classification" / "movie_review_snippets.tsv"
+SNIPPETS = TEST_DATA / "movie_review_snippets.tsv"
 
 # Hand-made sentence pairs; the quotes must stay text (GLUE's files are not quoted CSV).
 PAIRS = [

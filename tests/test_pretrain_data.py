@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import BERT_VOCAB, REPO, SAMPLE, SHARED_DATA, run_script, tiny_config
+from conftest import BERT_VOCAB, REPO, SAMPLE, TEST_DATA, run_script, tiny_config
 from electra_tf import data
 from pretrain_data import build_pretraining_dataset as builder
 
@@ -56,8 +56,7 @@ def test_writes_the_records_the_original_writes(tmp_path):
     """Byte-identical to the original's pure-Python loop (FullTokenizer, a line at a time) with
     the same random choices, on real text."""
     corpus = _corpus(tmp_path, a_txt=SAMPLE_TEXT.read_text(encoding="utf-8"),
-                     b_txt="\n".join(SHARED_DATA.joinpath("corpora", "brown.txt")
-                                     .read_text(encoding="utf-8").split("\n")[:3000]))
+                     b_txt=(TEST_DATA / "brown_sample.txt").read_text(encoding="utf-8"))
     summary = _build(corpus, tmp_path / "ours", max_seq_length=128, num_out_files=1, seed=7)
     tokens, _ = original_way(sorted(str(p) for p in corpus.iterdir()),
                              str(tmp_path / "original.tfrecord"), 128,
@@ -69,7 +68,7 @@ def test_writes_the_records_the_original_writes(tmp_path):
 
 
 def test_packing_invariants_and_shares_on_real_text(tmp_path):
-    corpus = _corpus(tmp_path, brown_txt=SHARED_DATA.joinpath("corpora", "brown.txt")
+    corpus = _corpus(tmp_path, brown_txt=(TEST_DATA / "brown_sample.txt")
                      .read_text(encoding="utf-8"))
     summary = _build(corpus, tmp_path / "out", max_seq_length=128, num_out_files=4)
     files = _shards(tmp_path / "out")
@@ -191,7 +190,8 @@ def test_cli_flags_and_dashed_spellings(tmp_path):
     assert summary["do_lower_case"] is False and summary["max_seq_length"] == 64
     assert "examples" in result.stdout and "tokens/s" in result.stdout  # progress bar
     result = run_script("pretrain_data/build_pretraining_dataset.py",
-                        f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'x'}")
+                        f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'x'}",
+                        expect_failure=True)
     assert result.returncode != 0 and "give either --corpus_dir or --tfds_name" in result.stderr
 
 
@@ -224,7 +224,7 @@ def test_openwebtext_builder(tmp_path):
     assert summary["docs"] == 6 and summary["lines"] == 60 and summary["files"] == 2
     assert len(_examples(_shards(tmp_path / "pretrain_tfrecords"), 64)) == summary["examples"]
     result = run_script("pretrain_data/build_openwebtext_pretraining_dataset.py",
-                        f"--data_dir={tmp_path / 'missing'}")
+                        f"--data_dir={tmp_path / 'missing'}", expect_failure=True)
     assert result.returncode != 0 and "openwebtext does not exist" in result.stderr
 
 
@@ -269,12 +269,13 @@ def test_reads_a_prepared_tfds_dataset(tmp_path):
     assert summary["docs"] == 8 and summary["lines"] == 40 and summary["examples"] > 20
     result = run_script("pretrain_data/build_pretraining_dataset.py", "--tfds_name=sample_wiki",
                         f"--tfds_data_dir={tmp_path / 'tfds'}", "--tfds_text_key=body",
-                        f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'o2'}")
+                        f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'o2'}",
+                        expect_failure=True)
     assert result.returncode != 0
     assert "--tfds_text_key body: sample_wiki has ['text', 'title']" in result.stderr
     result = run_script("pretrain_data/build_pretraining_dataset.py", "--tfds_name=no_such_set",
                         f"--tfds_data_dir={tmp_path / 'tfds'}", f"--vocab_file={BERT_VOCAB}",
-                        f"--output_dir={tmp_path / 'o3'}")
+                        f"--output_dir={tmp_path / 'o3'}", expect_failure=True)
     assert result.returncode != 0 and "--tfds_name no_such_set" in result.stderr
 
 

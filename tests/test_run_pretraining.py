@@ -96,7 +96,7 @@ def test_mirrored_strategy_over_two_logical_cpus(data_dir):
     assert "with 2 replica(s)" in out and "XLA off" in out and "step 2/2" in out
     result = run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "m2",
                         "--num_cpu_devices", "2", "--hparams",
-                        _hparams(strategy="mirrored", train_batch_size=7))
+                        _hparams(strategy="mirrored", train_batch_size=7), expect_failure=True)
     assert result.returncode != 0
     assert "'train_batch_size' = 7 is not divisible by the 2 replicas" in result.stderr
 
@@ -116,16 +116,18 @@ def test_mixed_bfloat16_run(data_dir):
 ])
 def test_bad_input_fails_with_a_clear_message(data_dir, hparams, message):
     result = run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "x",
-                        "--hparams", hparams)
+                        "--hparams", hparams, expect_failure=True)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr[-3000:]
 
 
 def test_missing_tfrecords_and_vocab(tmp_path):
-    result = run_script("run_pretraining.py", "--data_dir", str(tmp_path), "--model_name", "x")
+    result = run_script("run_pretraining.py", "--data_dir", str(tmp_path), "--model_name", "x",
+                        expect_failure=True)
     assert result.returncode != 0 and "vocab.txt not found" in result.stderr
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
-    result = run_script("run_pretraining.py", "--data_dir", str(tmp_path), "--model_name", "x")
+    result = run_script("run_pretraining.py", "--data_dir", str(tmp_path), "--model_name", "x",
+                        expect_failure=True)
     assert result.returncode != 0 and "no TFRecords match" in result.stderr
 
 
@@ -147,6 +149,7 @@ def test_resuming_with_other_model_shapes_fails_naming_the_keys(data_dir):
     common = ["run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "tiny"]
     _check(run_script(*common, "--hparams", _hparams(num_train_steps=1, iterations_per_loop=1,
                                                      text_summary_steps=0)))
-    result = run_script(*common, "--hparams", _hparams(num_train_steps=2, embedding_size=24))
+    result = run_script(*common, "--hparams", _hparams(num_train_steps=2, embedding_size=24),
+                        expect_failure=True)
     assert result.returncode != 0
     assert "embedding_size: 16 there, 24 now" in result.stderr, result.stderr[-2000:]

@@ -6,11 +6,11 @@ import unicodedata
 import pytest
 from official.nlp.tools import tokenization as reference
 
-from conftest import BERT_VOCAB, REPO, SHARED_DATA
+from conftest import BERT_VOCAB, SAMPLE, TEST_DATA
 from electra_tf.tokenization import WordPieceTokenizer
 
-CORPORA = [SHARED_DATA / "corpora" / "enwiki_sample.txt", SHARED_DATA / "corpora" / "brown.txt",
-           REPO / "tests" / "data" / "tokenizer_hard_cases.txt"]
+CORPORA = [SAMPLE / "corpus" / "enwiki_sample.txt", TEST_DATA / "brown_sample.txt",
+           TEST_DATA / "tokenizer_hard_cases.txt"]
 
 
 def _electra_is_control(char: str) -> bool:
@@ -48,7 +48,7 @@ def test_ids_match_the_original_on_every_line(corpus, lower, original):
 
 
 def test_the_hard_cases_exercise_every_path():
-    lines = _lines(REPO / "tests" / "data" / "tokenizer_hard_cases.txt")
+    lines = _lines(TEST_DATA / "tokenizer_hard_cases.txt")
     tokenizer = WordPieceTokenizer(str(BERT_VOCAB))
     ids = dict(zip(lines, tokenizer.tokenize_to_ids(lines)))
     assert ids["a" * 201 + " over the limit"][0] == tokenizer.vocab["[UNK]"]

@@ -31,7 +31,14 @@ def test_per_task_and_per_size_defaults_as_the_original():
 
 
 @pytest.mark.parametrize("hparams, message", [
-    ({"task_names": ["mnli", "glue"]}, "unknown tasks ['glue']; valid tasks: ['cola'"),
+    ({"task_names": ["mnli", "glue"]},
+     "unknown tasks ['glue']; valid tasks: ['cola', 'sst', 'mrpc', 'sts', 'qqp', 'mnli', 'qnli', "
+     "'rte', 'wnli', 'squad', 'squadv1', 'newsqa', 'naturalqs', 'triviaqa', 'searchqa', "
+     "'hotpotqa', 'chunk', 'sst_zeroshot', 'cola_zeroshot']"),
+    ({"use_tfrecords_if_existing": True}, "no TFRecords to reuse"),
+    ({"num_tpu_cores": 8}, "hparam 'num_tpu_cores': TPUStrategy replicates over every core"),
+    ({"tpu_job_name": "worker"}, "hparam 'tpu_job_name': TPUClusterResolver finds"),
+    ({"max_unfound_fraction": 1.5}, "hparam 'max_unfound_fraction': must be in [0, 1]"),
     ({"learning_rte": 1e-4}, "unknown hparam 'learning_rte'; valid hparams: "),
     ({"task_names": "mnli"}, "hparam 'task_names' must be list"),
     ({"layerwise_lr_decay": 1.5}, "hparam 'layerwise_lr_decay': must be in [0, 1]"),
@@ -41,6 +48,46 @@ def test_config_errors_name_the_key(hparams, message):
     with pytest.raises(ConfigError) as error:
         finetuning_config.from_hparams("m", "/nonexistent", hparams)
     assert message in str(error.value)
+
+
+def test_the_registry_names_every_task_and_its_defaults():
+    from electra_tf.finetuning import task_builder
+
+    with pytest.raises(ValueError, match=r"unknown task 'conll'; valid tasks: \['cola', .*'chunk'"):
+        task_builder.get_task("conll")
+    make = lambda name: finetuning_config.from_hparams(  # noqa: E731
+        "m", "/nonexistent", {"task_names": [name]})
+    # The original's per-task defaults, each from its task; QA's for every QA task (the
+    # original's test for "qa" in the name missed naturalqs).
+    for name in ("squad", "squadv1", "newsqa", "naturalqs", "hotpotqa"):
+        assert (make(name).max_seq_length, make(name).num_train_epochs) == (512, 2.0)
+    assert (make("chunk").max_seq_length, make("chunk").num_train_epochs) == (256, 3.0)
+    assert not make("sst_zeroshot").do_train
+
+
+def test_results_are_named_by_their_tasks(tmp_path):
+    from electra_tf.finetuning import task_builder
+
+    get = task_builder.get_task
+    assert [get("mnli").result_name(s) for s in get("mnli").dev_splits()] == ["mnli", "mnli-mm"]
+    assert get("rte").result_name("dev") == "rte"
+    config = finetuning_config.from_hparams("m", str(tmp_path), {"task_names": ["newsqa"]})
+    directory = tmp_path / "finetuning_data" / "newsqa"
+    directory.mkdir(parents=True)
+    for name in ("dev.jsonl", "dev-bioasq.jsonl.gz", "dev-drop.jsonl", "train.jsonl"):
+        (directory / name).write_text("")
+    splits = get("newsqa").dev_splits(config)
+    assert splits == ["dev", "bioasq", "drop"]
+    assert [get("newsqa").result_name(s) for s in splits] == [
+        "newsqa", "newsqa-bioasq", "newsqa-drop"]
+    assert get("newsqa").path(config, "bioasq") == str(directory / "dev-bioasq.jsonl.gz")
+
+
+def test_the_tpu_hparams_fail_in_pretraining_too():
+    from electra_tf import config as pretraining_config
+
+    with pytest.raises(ConfigError, match="hparam 'num_tpu_cores'"):
+        pretraining_config.from_hparams("m", "/nonexistent", {"num_tpu_cores": 8})
 
 
 def test_layerwise_lr_multipliers_follow_the_original_formula():
@@ -268,3 +315,82 @@ def test_squad_from_tensorflow_datasets(finetuning_dir, tmp_path):
     converted = json.loads((finetuning_dir / "models" / "tiny" / "finetuning_data_tfds" /
                             "squad" / "dev.json").read_text())
     assert sum(len(p["qas"]) for p in converted["data"][0]["paragraphs"]) == 7
+
+
+def test_missing_test_file_fails_before_training_and_writes_nothing(finetuning_dir):
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+    from electra_tf.finetuning.task import DataError
+
+    (finetuning_dir / "finetuning_data" / "sst" / "test.tsv").unlink()
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"], "write_test_outputs": True}
+    with pytest.raises(DataError, match=r"no sst test file: .*sst/test\.tsv does not exist"):
+        run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+    model_dir = finetuning_dir / "models" / "tiny"
+    assert sorted(p.name for p in model_dir.iterdir()) == ["discriminator.keras"]
+
+
+def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
+    """A task the trainer has never seen (here: is a review longer than 12 words?), written as
+    docs/finetuning.md shows, trains and is scored through run_finetuning."""
+    import dataclasses
+
+    import run_finetuning
+    from electra_tf.finetuning import task_builder
+    from electra_tf.finetuning.config import from_hparams
+    from electra_tf.finetuning.model import ClassificationHead
+    from electra_tf.finetuning.task import SplitData, Task, cross_entropy, pad_rows
+
+    @dataclasses.dataclass(frozen=True)
+    class LongReview(Task):
+        name: str = "long"
+
+        def load(self, config, split, tokenizer):
+            path = finetuning_dir / "finetuning_data" / "sst" / f"{split}.tsv"
+            sentences = [line.split("\t")[0] for line in path.read_text().splitlines()[1:]]
+            ids = [[101, *row[:config.max_seq_length - 2], 102]
+                   for row in tokenizer.tokenize_to_ids(sentences)]
+            arrays = {"input_ids": pad_rows(ids, config.max_seq_length),
+                      "input_mask": pad_rows([[1] * len(r) for r in ids], config.max_seq_length),
+                      "segment_ids": pad_rows([[]] * len(ids), config.max_seq_length),
+                      "label": np.array([len(s.split()) > 12 for s in sentences], np.float32)}
+            return SplitData(self, split, arrays, sentences)
+
+        def make_head(self, config):
+            return ClassificationHead(2, name=self.name)
+
+        def example_losses(self, config, outputs, batch):
+            return cross_entropy(outputs, tf.cast(batch["label"], tf.int32))
+
+        def evaluate(self, config, data, outputs, tokenizer, output_dir):
+            right = outputs.argmax(-1) == data.arrays["label"]
+            return {"accuracy": 100.0 * float(right.mean())}
+
+    monkeypatch.setitem(task_builder.TASKS, "long", LongReview())
+    hparams = {**TINY_FINETUNING, "task_names": ["sst", "long"], "num_train_epochs": 1}
+    results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+    assert set(results) == {"sst", "long"} and 0 <= results["long"]["accuracy"] <= 100
+
+
+def test_mrqa_fits_its_training_questions_and_evaluates_out_of_domain_sets(finetuning_dir):
+    """NewsQA-format files (jsonl with a header; gzipped for the out-of-domain dev set) train
+    and score through the SQuAD machinery with the MRQA scorer."""
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+    from test_squad import write_mrqa
+
+    directory = finetuning_dir / "finetuning_data" / "newsqa"
+    directory.mkdir(parents=True)
+    sample = json.loads((TEST_DATA / "squad_v1_sample.json").read_text())
+    for name in ("train.jsonl", "dev.jsonl", "dev-bioasq.jsonl.gz"):
+        write_mrqa(directory / name, sample)
+    hparams = {**SQUAD_HPARAMS, "task_names": ["newsqa"], "num_train_epochs": 60,
+               "layerwise_lr_decay": 0.0, "log_steps": 200}
+    results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+    assert set(results) == {"newsqa", "newsqa-bioasq"}
+    assert results["newsqa"]["f1"] >= 80.0
+    assert results["newsqa-bioasq"] == results["newsqa"]  # the same questions
+    predictions = json.loads((finetuning_dir / "models" / "tiny" / "results" /
+                              "newsqa_predictions" / "newsqa_1" / "predictions.json").read_text())
+    assert set(predictions) == {qa["id"] for p in sample["data"][0]["paragraphs"]
+                                for qa in p["qas"]}

@@ -5,6 +5,7 @@ import bz2
 import gzip
 import io
 import json
+import math
 import lzma
 import random
 import shutil
@@ -74,7 +75,7 @@ def test_packing_invariants_and_shares_on_real_text(tmp_path):
     files = _shards(tmp_path / "out")
     assert len(files) == 4 and not list((tmp_path / "out").glob("*.incomplete"))
     examples = _examples(files, 128)
-    assert len(examples) == summary["examples"] > 8000
+    assert len(examples) == summary["examples"] > 500
     single = short_padding = 0
     for ex in examples:
         n = ex["input_mask"].sum()
@@ -89,12 +90,13 @@ def test_packing_invariants_and_shares_on_real_text(tmp_path):
     assert single == summary["single_segment"]
     assert summary["tokens"] == sum(ex["input_mask"].sum() for ex in examples)
     # Brown's sentences (~25 tokens) always give two segments but for the 10% draw; 5% of
-    # examples get a random target length. Bounds are ~5 standard deviations.
-    assert abs(summary["single_segment_share"] - 0.10) < 0.016
-    assert abs(summary["short_share"] - 0.05) < 0.011
+    # examples get a random target length. Bounds are 5 standard deviations.
+    n = len(examples)
+    assert abs(summary["single_segment_share"] - 0.10) < 5 * math.sqrt(0.10 * 0.90 / n)
+    assert abs(summary["short_share"] - 0.05) < 5 * math.sqrt(0.05 * 0.95 / n)
     assert summary["short"] >= short_padding * 0.9
     on_disk = json.loads((tmp_path / "out" / "build_summary.json").read_text())
-    assert on_disk["examples"] == len(examples) and on_disk["lines"] == 57340
+    assert on_disk["examples"] == len(examples) and on_disk["lines"] == 3000
 
 
 def test_blank_lines_separate_documents(tmp_path):

@@ -1,16 +1,31 @@
-"""The runnable examples in the modules' docstrings run and give what they show."""
+"""The runnable examples in the modules' docstrings run and give what they show: every module of
+electra_tf that has one."""
 
 import doctest
+import importlib
+import importlib.util
+import pkgutil
 
 import pytest
 
-from electra_tf import fused, modeling, optimization, tokenization
-from electra_tf.finetuning import glue
-from electra_tf.finetuning import model as finetuning_model
+import electra_tf
 
 
-@pytest.mark.parametrize("module", [fused, modeling, optimization, tokenization, glue,
-                                    finetuning_model])
-def test_docstring_examples(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+def _modules_with_examples() -> list[str]:
+    names = [info.name for info in pkgutil.walk_packages(electra_tf.__path__, "electra_tf.")]
+    return [name for name in names
+            if ">>>" in (importlib.util.find_spec(name).loader.get_source(name) or "")]
+
+
+MODULES = _modules_with_examples()
+
+
+def test_the_modules_with_examples_are_found():
+    assert {"electra_tf.checkpoints", "electra_tf.modeling", "electra_tf.tokenization",
+            "electra_tf.finetuning.glue", "electra_tf.finetuning.model"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

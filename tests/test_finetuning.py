@@ -117,6 +117,7 @@ def test_optimizer_applies_the_multipliers():
     assert np.allclose(step_b, 0.25 * step_a) and np.abs(step_a).min() > 1e-3
 
 
+@pytest.mark.slow
 def test_run_finetuning_end_to_end_on_sst(finetuning_dir):
     hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 2,
                "num_trials": 2, "write_test_outputs": True, "n_writes_test": 1,
@@ -148,6 +149,7 @@ def test_run_finetuning_end_to_end_on_sst(finetuning_dir):
     assert logits.shape == (1, 2)
 
 
+@pytest.mark.slow
 def test_finetuning_fits_and_evaluates_in_process(finetuning_dir):
     """Trained on the dev sentences themselves, the model fits them (well above chance), and
     its checkpoint evaluates to the same accuracy with do_train false."""
@@ -220,6 +222,7 @@ def test_run_finetuning_end_to_end_on_squad_v2(finetuning_dir):
     assert all((written[q] == "") == (odds[q] > -2.75) for q in written)
 
 
+@pytest.mark.slow
 def test_squad_v1_fits_its_training_questions(finetuning_dir):
     """Trained on the sample's questions, the model answers them: the whole path (windows,
     gold start conditioning, beam decoding, post-processing, official scorer) lines up."""
@@ -372,6 +375,7 @@ def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
     assert set(results) == {"sst", "long"} and 0 <= results["long"]["accuracy"] <= 100
 
 
+@pytest.mark.slow
 def test_mrqa_fits_its_training_questions_and_evaluates_out_of_domain_sets(finetuning_dir):
     """NewsQA-format files (jsonl with a header; gzipped for the out-of-domain dev set) train
     and score through the SQuAD machinery with the MRQA scorer."""

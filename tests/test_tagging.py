@@ -139,6 +139,7 @@ def test_predictions_past_the_cut_are_o_and_counted(chunk_dir):
     assert tagging.score(gold, predicted)["recall"] < 100.0  # the cut words' chunks count
 
 
+@pytest.mark.slow
 def test_chunking_end_to_end_learns_its_sentences(chunk_dir):
     """Trained on the sample's sentences, the model chunks them (the whole path: BIOES labels,
     first-wordpiece gathering, the loss, decoding, conlleval's F1); the test file's

@@ -22,6 +22,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
+from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -79,6 +80,7 @@ def run(config) -> dict:
 
     print("=" * 30 + " Config " + "=" * 30)
     print(config.to_json(), flush=True)
+    print(hardware.banner(), flush=True)
     tasks = trainer.make_tasks(config)
     tokenizer = trainer.make_tokenizer(config)
     strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,

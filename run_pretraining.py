@@ -18,6 +18,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
+from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -88,6 +89,7 @@ def train_or_eval(config) -> dict[str, float]:
 
     print("=" * 30 + " Config " + "=" * 30)
     print(config.to_json())
+    print(hardware.banner(), flush=True)
     print(f"strategy {config.strategy} with {replicas} replica(s), precision {config.precision}"
           f", XLA {'on' if jit else 'off'}, {len(files)} input file(s)", flush=True)
     tf.io.gfile.makedirs(config.model_dir)

@@ -34,6 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [REPO_ROOT, os.path.join(REPO_ROOT, "benchmarks")]
 
+import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 import tensorflow as tf  # noqa: E402
 from official.nlp.tools import tokenization as reference  # noqa: E402
 

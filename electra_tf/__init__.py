@@ -1,11 +1,16 @@
 """ELECTRA on TensorFlow 2 and Keras 3.
 
 Importing the package registers its Keras layers, models, optimizers and schedules, so
-`keras.saving.load_model("discriminator.keras")` works after `import electra_tf`.
+`keras.saving.load_model("discriminator.keras")` works after `import electra_tf`. Imported before
+TensorFlow, it first turns TensorFlow's oneDNN kernels on where they win (electra_tf.hardware).
 """
 
-from electra_tf import modeling, optimization  # noqa: F401  (registers Keras classes)
-from electra_tf.modeling import (  # noqa: F401
+from electra_tf import hardware
+
+hardware.enable_onednn()  # before anything imports TensorFlow
+
+from electra_tf import modeling, optimization  # noqa: F401,E402  (registers Keras classes)
+from electra_tf.modeling import (  # noqa: F401,E402
     DiscriminatorHead, ElectraDiscriminator, ElectraGenerator, Embeddings, Encoder, MaskedLMHead,
     TransformerLayer)
 

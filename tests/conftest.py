@@ -11,6 +11,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 import numpy as np
 import pytest
 import tensorflow as tf

@@ -1,0 +1,192 @@
+"""The CPU this process runs on, and TensorFlow's oneDNN kernels switched on where they win.
+
+TensorFlow 2.20 on Linux turns its oneDNN CPU kernels on by default only on CPUs with one of
+AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX (`DefaultOneDnnPolicy` in
+tensorflow/core/util/util.cc). Elsewhere, on AVX2 CPUs such as most AMD EPYCs, float32
+matmuls run on Eigen at about half the speed (docs/performance.md). `enable_onednn()` sets
+TF_ENABLE_ONEDNN_OPTS=1 for those CPUs unless the user has set the variable, which always
+wins. TensorFlow reads the variable once, when it is imported, so this module imports no
+TensorFlow and runs first: at the top of `electra_tf/__init__.py` and of every entry point.
+
+>>> cpu = CpuInfo(model="AMD EPYC", machine="x86_64", system="Linux", cores=2,
+...               flags=frozenset({"avx", "avx2", "fma"}))
+>>> cpu.vector_isa, tensorflow_default(cpu)
+('avx2', False)
+>>> decide(cpu, environ={})
+OnednnDecision(enabled=True, decided_by='electra_tf', set_variable=True)
+>>> decide(cpu, environ={"TF_ENABLE_ONEDNN_OPTS": "0"})
+OnednnDecision(enabled=False, decided_by='TF_ENABLE_ONEDNN_OPTS', set_variable=False)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+import warnings
+from typing import MutableMapping
+
+ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+# Set beside ONEDNN_VARIABLE when electra_tf sets it, so that child processes, which inherit
+# both, still report electra_tf (not the user) as the one who decided.
+_SET_BY_US = "ELECTRA_TF_SET_ONEDNN_OPTS"
+
+# The /proc/cpuinfo flags of the CPU features for which TensorFlow 2.20 turns oneDNN on by
+# default on Linux.
+TENSORFLOW_ONEDNN_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",
+                           "amx_bf16")
+# The vector-ISA flags that decide matmul speed, in the order the benchmarks print them.
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile",
+             "amx_bf16", "amx_int8")
+_X86 = ("x86_64", "amd64", "i386", "i686")
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuInfo:
+    """What decides TensorFlow's CPU kernels: the model, architecture, OS, usable cores and the
+    CPU feature flags (as Linux spells them in /proc/cpuinfo; empty where unknown)."""
+    model: str
+    machine: str  # platform.machine(): x86_64, aarch64, arm64, AMD64 ...
+    system: str  # platform.system(): Linux, Darwin, Windows
+    cores: int
+    flags: frozenset[str]
+
+    @property
+    def is_x86(self) -> bool:
+        return self.machine.lower() in _X86
+
+    @property
+    def vector_isa(self) -> str:
+        """The widest vector ISA: amx, avx512, avx2, avx, sse, or the architecture's name."""
+        if not self.is_x86:
+            return self.machine
+        for name, flag in (("amx", "amx_tile"), ("avx512", "avx512f"), ("avx2", "avx2"),
+                           ("avx", "avx")):
+            if flag in self.flags:
+                return name
+        return "sse" if self.flags else "unknown"
+
+    @property
+    def isa_flags(self) -> list[str]:
+        """The flags of ISA_FLAGS this CPU has."""
+        return [flag for flag in ISA_FLAGS if flag in self.flags]
+
+
+def read_cpu() -> CpuInfo:
+    """This machine's CPU, from /proc/cpuinfo on Linux and platform elsewhere."""
+    model, flags = "", frozenset()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = frozenset(value.split())
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return CpuInfo(model=model or platform.processor() or "unknown CPU",
+                   machine=platform.machine(), system=platform.system(), cores=cores or 1,
+                   flags=flags)
+
+
+def tensorflow_default(cpu: CpuInfo) -> bool:
+    """Whether TensorFlow 2.20 turns oneDNN on by itself on this CPU (TF_ENABLE_ONEDNN_OPTS
+    unset): on Windows x86; on Linux x86 with one of TENSORFLOW_ONEDNN_FLAGS. (On aarch64
+    Linux, TensorFlow also turns it on for Neoverse V1; electra_tf leaves ARM CPUs alone.)"""
+    if not cpu.is_x86:
+        return False
+    if cpu.system == "Windows":
+        return True
+    return cpu.system == "Linux" and any(f in cpu.flags for f in TENSORFLOW_ONEDNN_FLAGS)
+
+
+def _parse_bool(value: str) -> bool | None:
+    """TensorFlow's reading of a boolean environment variable; None where it would warn and
+    keep its default."""
+    return {"1": True, "true": True, "0": False, "false": False}.get(value.strip().lower())
+
+
+@dataclasses.dataclass(frozen=True)
+class OnednnDecision:
+    """Whether oneDNN is (to be) on, who decided it (TF_ENABLE_ONEDNN_OPTS: the user's
+    environment; electra_tf; tensorflow: its default), and whether electra_tf sets the
+    variable."""
+    enabled: bool
+    decided_by: str
+    set_variable: bool
+
+
+def decide(cpu: CpuInfo, environ: MutableMapping[str, str] | None = None) -> OnednnDecision:
+    """The oneDNN decision for a CPU and an environment, without changing either.
+
+    The user's TF_ENABLE_ONEDNN_OPTS wins. Otherwise electra_tf turns oneDNN on for Linux x86
+    CPUs with AVX2 where TensorFlow leaves it off (measured faster there: docs/performance.md);
+    everywhere else TensorFlow's default stands."""
+    environ = os.environ if environ is None else environ
+    default = tensorflow_default(cpu)
+    value = environ.get(ONEDNN_VARIABLE)
+    if value is not None:
+        if environ.get(_SET_BY_US) == value:  # inherited from a parent electra_tf process
+            return OnednnDecision(_parse_bool(value) is True, "electra_tf", False)
+        parsed = _parse_bool(value)
+        return OnednnDecision(default if parsed is None else parsed, ONEDNN_VARIABLE, False)
+    if cpu.is_x86 and cpu.system == "Linux" and "avx2" in cpu.flags and not default:
+        return OnednnDecision(True, "electra_tf", True)
+    return OnednnDecision(default, "tensorflow", False)
+
+
+_decision: OnednnDecision | None = None
+
+
+def enable_onednn(environ: MutableMapping[str, str] | None = None) -> OnednnDecision:
+    """Applies decide() to this process: sets TF_ENABLE_ONEDNN_OPTS=1 where electra_tf turns
+    oneDNN on. Warns when TensorFlow was imported first, as the setting then comes too late.
+    Idempotent; returns the decision."""
+    global _decision
+    environ = os.environ if environ is None else environ
+    if _decision is not None and environ is os.environ:
+        return _decision
+    decision = decide(read_cpu(), environ)
+    if decision.set_variable:
+        if "tensorflow" in sys.modules:
+            warnings.warn(
+                f"TensorFlow was imported before electra_tf, so its oneDNN kernels stay off on "
+                f"this CPU ({read_cpu().model}, no AVX-512 VNNI/BF16 or AMX) and float32 "
+                f"matmuls run about half as fast. Import electra_tf before tensorflow, or set "
+                f"{ONEDNN_VARIABLE}=1 in the environment.", RuntimeWarning, stacklevel=2)
+            decision = OnednnDecision(False, "tensorflow", False)
+        else:
+            environ[ONEDNN_VARIABLE] = environ[_SET_BY_US] = "1"
+    if environ is os.environ:
+        _decision = decision
+    return decision
+
+
+def onednn_enabled() -> bool:
+    """Whether TensorFlow's oneDNN kernels are on in this process: TensorFlow's own answer
+    once it is imported, else what it will read from the environment."""
+    if "tensorflow" in sys.modules:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    return decide(read_cpu()).enabled
+
+
+def banner() -> str:
+    """One line on the CPU and the oneDNN state, e.g. "CPU: AMD EPYC | x86_64, avx2 | 2 cores |
+    oneDNN on (electra_tf: TensorFlow leaves it off on this CPU)"."""
+    cpu = read_cpu()
+    decision = _decision or decide(cpu)
+    state = "on" if onednn_enabled() else "off"
+    reason = {"electra_tf": "electra_tf: TensorFlow leaves it off on this CPU",
+              "tensorflow": "TensorFlow's default for this CPU",
+              ONEDNN_VARIABLE: f"{ONEDNN_VARIABLE}={os.environ.get(ONEDNN_VARIABLE)} "
+                               "in the environment"}[decision.decided_by]
+    return (f"CPU: {cpu.model} | {cpu.machine}, {cpu.vector_isa} | {cpu.cores} cores | "
+            f"oneDNN {state} ({reason})")

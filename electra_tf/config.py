@@ -24,6 +24,7 @@ MODEL_SIZES = ("small", "base", "large")
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 OPTIMIZERS = ("adamw", "lamb")
+KERNELS = ("auto", "fused", "reference")  # modeling.KERNELS: the transformer's implementation
 
 # Transformer sizes from the original's util/training_utils.get_bert_config; heads and FFN width
 # follow the hidden size (64-dim heads, 4x FFN) unless model_hparam_overrides says otherwise.
@@ -136,6 +137,7 @@ class PretrainingConfig(TpuHparams):
     precision: str = "float32"
     jit_compile: bool | None = None  # None: on where it works (one device, GPU or TPU)
     seed: int | None = None  # masking/sampling/dropout seed; None draws one
+    kernels: str = "auto"  # fused CPU kernels or the plain reference layers; auto: by device
 
     # Data locations, derived from data_dir and model_name unless given
     pretrain_tfrecords: str = ""
@@ -340,6 +342,7 @@ def validate(c: PretrainingConfig) -> None:
     require(c.precision in PRECISIONS, "precision", f"one of {PRECISIONS}, got {c.precision!r}")
     require(c.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}, got {c.optimizer!r}")
     validate_tpu(c)
+    require(c.kernels in KERNELS, "kernels", f"one of {KERNELS}, got {c.kernels!r}")
     require(c.keep_checkpoint_max is None or c.keep_checkpoint_max >= 0, "keep_checkpoint_max",
              "must be >= 0 (0 keeps all)")
 

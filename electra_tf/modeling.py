@@ -11,7 +11,14 @@ Layers, from the bottom up:
   DiscriminatorHead dense, GELU, dense to one logit per token
 Models:
   ElectraDiscriminator / ElectraGenerator  an Encoder with its head, savable as .keras
-LayerNorm, Dropout and Dense are Keras' layers computed with the kernels of electra_tf.fused.
+
+Two implementations of the same layers, with the same variables, chosen by `kernels`:
+"reference" is plain Keras (Dense, LayerNormalization, Dropout, softmax), which XLA fuses by
+itself on GPUs and TPUs; "fused" is the CPU speed path: LayerNorm, Dropout and Dense below are
+Keras' layers computed with the kernels of electra_tf.fused, and TransformerLayer runs one GEMM
+for query/key/value and one kernel for each sub-layer's bias, dropout, residual and LayerNorm.
+"auto" (the default) picks "fused" where the current tf.distribute strategy computes on CPUs
+only, "reference" on GPUs and TPUs.
 
 Example:
 >>> import numpy as np
@@ -33,8 +40,9 @@ import keras
 import tensorflow as tf
 from keras import layers, ops
 
-from electra_tf import fused
+from electra_tf import fused, training
 
+KERNELS = ("auto", "fused", "reference")
 LAYER_NORM_EPSILON = 1e-12  # the original's contrib layer_norm epsilon
 ATTENTION_MASK_BIAS = -10000.0  # the original adds this to masked attention scores
 
@@ -118,9 +126,28 @@ class Dropout(layers.Dropout):
         return seed
 
 
-def _activation(name: str):
-    """The original's get_activation; "gelu" is the exact erf form."""
-    return fused.gelu if name == "gelu" else keras.activations.get(name)
+def use_fused_kernels(kernels: str) -> bool:
+    """Whether layers built now with `kernels` ("auto", "fused" or "reference") take the fused
+    CPU path. "auto" decides by the current tf.distribute strategy (the one whose scope the
+    model is built in): fused where it computes on CPUs only. A model keeps "auto" in its
+    config, so a .keras file saved on one machine decides again where it is loaded."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
+    if kernels == "auto":
+        return training.on_cpu(tf.distribute.get_strategy())
+    return kernels == "fused"
+
+
+def _activation(name: str, fused_kernels: bool):
+    """The original's get_activation; "gelu" is the exact erf form (Keras' default gelu)."""
+    return fused.gelu if name == "gelu" and fused_kernels else keras.activations.get(name)
+
+
+def _layer_classes(fused_kernels: bool) -> tuple[type, type, type]:
+    """(Dense, LayerNorm, Dropout) of one path: the same variables and values either way."""
+    if fused_kernels:
+        return Dense, LayerNorm, Dropout
+    return layers.Dense, layers.LayerNormalization, layers.Dropout
 
 
 @register
@@ -137,7 +164,7 @@ class Embeddings(layers.Layer):
 
     def __init__(self, vocab_size: int, embedding_size: int, max_position_embeddings: int = 512,
                  type_vocab_size: int = 2, initializer_range: float = 0.02,
-                 dropout_rate: float = 0.1, **kwargs):
+                 dropout_rate: float = 0.1, kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
@@ -145,9 +172,11 @@ class Embeddings(layers.Layer):
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
         self.dropout_rate = dropout_rate
-        self.layer_norm = LayerNorm(epsilon=LAYER_NORM_EPSILON, name="LayerNorm",
-                                    dtype=self.dtype_policy)
-        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.kernels = kernels
+        _, layer_norm, dropout = _layer_classes(use_fused_kernels(kernels))
+        self.layer_norm = layer_norm(epsilon=LAYER_NORM_EPSILON, name="LayerNorm",
+                                     dtype=self.dtype_policy)
+        self.dropout = dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         init = _initializer(self.initializer_range)
@@ -174,12 +203,18 @@ class Embeddings(layers.Layer):
                 "embedding_size": self.embedding_size,
                 "max_position_embeddings": self.max_position_embeddings,
                 "type_vocab_size": self.type_vocab_size,
-                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
+                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate,
+                "kernels": self.kernels}
 
 
 @register
 class TransformerLayer(layers.Layer):
     """One post-LayerNorm transformer block, as the original's transformer_model loop body.
+
+    `kernels`: "reference" computes it as written in `call`, with Keras layers; "fused" with
+    the kernels of electra_tf.fused (`_fused_call`); "auto" picks by device (see
+    use_fused_kernels). Both have the same variables and give the same values, and the same
+    dropout masks for the same seeds in float32.
 
     >>> block = TransformerLayer(hidden_size=8, num_attention_heads=2, intermediate_size=16)
     >>> tuple(block(ops.ones((1, 3, 8)), ops.ones((1, 1, 1, 3), "int32")).shape)
@@ -189,7 +224,7 @@ class TransformerLayer(layers.Layer):
     def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
                  hidden_act: str = "gelu", hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.1, initializer_range: float = 0.02,
-                 **kwargs):
+                 kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
@@ -201,26 +236,32 @@ class TransformerLayer(layers.Layer):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
+        self.kernels = kernels
+        self.fused_kernels = use_fused_kernels(kernels)
         self.head_size = hidden_size // num_attention_heads
+        dense_class, layer_norm_class, dropout_class = _layer_classes(self.fused_kernels)
 
         def dense(units, name, activation=None):
-            return Dense(units, activation=activation, name=name,
-                         kernel_initializer=_initializer(initializer_range),
-                         dtype=self.dtype_policy)
+            return dense_class(units, activation=activation, name=name,
+                               kernel_initializer=_initializer(initializer_range),
+                               dtype=self.dtype_policy)
 
         def layer_norm(name):
-            return LayerNorm(epsilon=LAYER_NORM_EPSILON, name=name, dtype=self.dtype_policy)
+            return layer_norm_class(epsilon=LAYER_NORM_EPSILON, name=name,
+                                    dtype=self.dtype_policy)
 
         self.query = dense(hidden_size, "query")
         self.key = dense(hidden_size, "key")
         self.value = dense(hidden_size, "value")
         self.attention_output = dense(hidden_size, "attention_output")
         self.attention_layer_norm = layer_norm("attention_LayerNorm")
-        self.intermediate = dense(intermediate_size, "intermediate", _activation(hidden_act))
+        self.intermediate = dense(intermediate_size, "intermediate",
+                                  _activation(hidden_act, self.fused_kernels))
         self.output_dense = dense(hidden_size, "output")
         self.output_layer_norm = layer_norm("output_LayerNorm")
-        self.attention_dropout = Dropout(attention_probs_dropout_prob, dtype=self.dtype_policy)
-        self.hidden_dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+        self.attention_dropout = dropout_class(attention_probs_dropout_prob,
+                                               dtype=self.dtype_policy)
+        self.hidden_dropout = dropout_class(hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         hidden = (None, None, self.hidden_size)
@@ -237,11 +278,50 @@ class TransformerLayer(layers.Layer):
         first_position_only: compute the output at position 0 ([CLS]) only, [B, 1, H], still
         attending over every position: all a classifier on the last layer's [CLS] needs, and
         the same values (and gradients) as the full layer's [:, :1]."""
+        if self.fused_kernels:
+            return self._fused_call(x, attention_mask, training, first_position_only)
+        queries = x[:, :1] if first_position_only else x
+        if first_position_only:
+            attention_mask = attention_mask[:, :, :1]
+
+        # Self-attention: scaled dot products of every head's query with every key.
+        q = self._split_heads(self.query(queries))  # [B, heads, L_q, head_size]
+        k = self._split_heads(self.key(x))  # [B, heads, L, head_size]
+        v = self._split_heads(self.value(x))
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
+        # The mask as a -10000 bias, and the softmax in float32 (also under mixed precision).
+        bias = (1.0 - ops.cast(attention_mask, "float32")) * ATTENTION_MASK_BIAS
+        probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
+        probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
+        context = self._merge_heads(ops.matmul(probs, v))  # [B, L_q, H]
+        attention = self.attention_output(context)
+        attention = self.hidden_dropout(attention, training=training)
+        attention = self.attention_layer_norm(attention + queries)
+
+        # Feed-forward: dense + GELU, dense back to the hidden size.
+        hidden = self.output_dense(self.intermediate(attention))
+        hidden = self.hidden_dropout(hidden, training=training)
+        return self.output_layer_norm(hidden + attention)
+
+    def _split_heads(self, x):
+        """[B, L, H] -> [B, heads, L, head_size]."""
+        x = ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1], self.num_attention_heads,
+                            self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def _merge_heads(self, x):
+        """[B, heads, L, head_size] -> [B, L, H]."""
+        x = ops.transpose(x, (0, 2, 1, 3))
+        return ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1], self.hidden_size))
+
+    def _fused_call(self, x, attention_mask, training, first_position_only: bool):
+        """`call`'s arithmetic with the CPU speed kernels: one GEMM for query, key and value;
+        one kernel for each sub-layer's bias, dropout, residual and LayerNorm."""
         batch_size, seq_length = ops.shape(x)[0], ops.shape(x)[1]
         # One GEMM for query, key and value (faster than three); the weights stay separate.
         kernel = ops.concatenate([self.query.kernel, self.key.kernel, self.value.kernel], 1)
         bias = ops.concatenate([self.query.bias, self.key.bias, self.value.bias], 0)
-        # bias_add: its gradient kernel is 2-3x faster than a broadcast add's reduction on CPU.
+        # bias_add: its gradient kernel is faster than a broadcast add's reduction on CPU.
         qkv = tf.nn.bias_add(ops.matmul(x, ops.cast(kernel, x.dtype)), ops.cast(bias, x.dtype))
         qkv = ops.reshape(qkv, (batch_size, seq_length, 3, self.num_attention_heads,
                                 self.head_size))
@@ -251,12 +331,10 @@ class TransformerLayer(layers.Layer):
         if first_position_only:
             q, x, attention_mask = q[:, :, :1], x[:, :1], attention_mask[:, :, :1]
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(self.head_size))
-        # Softmax in float32 so mixed precision matches the float32 model's attention.
         bias = (1.0 - ops.cast(attention_mask, "float32")) * ATTENTION_MASK_BIAS
         probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
         probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
-        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
-        context = ops.reshape(context, (batch_size, ops.shape(x)[1], self.hidden_size))
+        context = self._merge_heads(ops.matmul(probs, v))
         attention = self._add_and_norm(self.attention_output, context, x,
                                        self.attention_layer_norm, training)
         return self._add_and_norm(self.output_dense, self.intermediate(attention), attention,
@@ -277,7 +355,7 @@ class TransformerLayer(layers.Layer):
                 "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
                 "hidden_dropout_prob": self.hidden_dropout_prob,
                 "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
-                "initializer_range": self.initializer_range}
+                "initializer_range": self.initializer_range, "kernels": self.kernels}
 
 
 def attention_mask(input_mask, causal: str | None = None):
@@ -301,7 +379,9 @@ class Encoder(layers.Layer):
 
     Hyperparameters are the original BertConfig's. `embedding_size` defaults to hidden_size;
     when they differ, an `embeddings_project` dense layer maps one to the other. Pass
-    `embeddings` to share an Embeddings layer with another encoder.
+    `embeddings` to share an Embeddings layer with another encoder. `kernels` ("auto",
+    "fused", "reference") picks the implementation of its layers (see the module docstring);
+    the config keeps it as given.
 
     >>> enc = Encoder(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
     ...               intermediate_size=32, embedding_size=8)
@@ -316,7 +396,7 @@ class Encoder(layers.Layer):
                  attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
                  type_vocab_size: int = 2, initializer_range: float = 0.02,
                  embedding_size: int | None = None, causal: str | None = None,
-                 embeddings: Embeddings | dict | None = None, **kwargs):
+                 embeddings: Embeddings | dict | None = None, kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -330,13 +410,14 @@ class Encoder(layers.Layer):
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
         self.causal = causal
+        self.kernels = kernels
         if isinstance(embeddings, dict):
             embeddings = keras.saving.deserialize_keras_object(embeddings)
         if embeddings is None:
             embeddings = Embeddings(
                 vocab_size, embedding_size or hidden_size, max_position_embeddings,
-                type_vocab_size, initializer_range, hidden_dropout_prob, name="embeddings",
-                dtype=self.dtype_policy)
+                type_vocab_size, initializer_range, hidden_dropout_prob, kernels,
+                name="embeddings", dtype=self.dtype_policy)
         elif embeddings.vocab_size != vocab_size:
             raise ValueError(f"shared embeddings have vocab_size {embeddings.vocab_size}, "
                              f"the encoder {vocab_size}")
@@ -350,7 +431,7 @@ class Encoder(layers.Layer):
         self.transformer_layers = [
             TransformerLayer(hidden_size, num_attention_heads, intermediate_size, hidden_act,
                              hidden_dropout_prob, attention_probs_dropout_prob, initializer_range,
-                             name=f"layer_{i}", dtype=self.dtype_policy)
+                             kernels, name=f"layer_{i}", dtype=self.dtype_policy)
             for i in range(num_hidden_layers)]
 
     def build(self, input_shape=None):
@@ -392,7 +473,8 @@ class Encoder(layers.Layer):
                 "type_vocab_size": self.type_vocab_size,
                 "initializer_range": self.initializer_range,
                 "embedding_size": self.embedding_size, "causal": self.causal,
-                "embeddings": keras.saving.serialize_keras_object(self.embeddings)}
+                "embeddings": keras.saving.serialize_keras_object(self.embeddings),
+                "kernels": self.kernels}
 
 
 @register
@@ -407,17 +489,19 @@ class MaskedLMHead(layers.Layer):
     """
 
     def __init__(self, vocab_size: int, embedding_size: int, hidden_act: str = "gelu",
-                 initializer_range: float = 0.02, **kwargs):
+                 initializer_range: float = 0.02, kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
-        self.dense = layers.Dense(embedding_size, activation=_activation(hidden_act), name="dense",
-                                  kernel_initializer=_initializer(initializer_range),
+        self.kernels = kernels
+        fused_kernels = use_fused_kernels(kernels)
+        self.dense = layers.Dense(embedding_size, activation=_activation(hidden_act, fused_kernels),
+                                  name="dense", kernel_initializer=_initializer(initializer_range),
                                   dtype=self.dtype_policy)
-        self.layer_norm = LayerNorm(epsilon=LAYER_NORM_EPSILON, name="LayerNorm",
-                                                    dtype=self.dtype_policy)
+        self.layer_norm = _layer_classes(fused_kernels)[1](
+            epsilon=LAYER_NORM_EPSILON, name="LayerNorm", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         if input_shape is not None and not self.dense.built:
@@ -435,7 +519,7 @@ class MaskedLMHead(layers.Layer):
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "vocab_size": self.vocab_size,
                 "embedding_size": self.embedding_size, "hidden_act": self.hidden_act,
-                "initializer_range": self.initializer_range}
+                "initializer_range": self.initializer_range, "kernels": self.kernels}
 
 
 @register
@@ -447,12 +531,14 @@ class DiscriminatorHead(layers.Layer):
     """
 
     def __init__(self, hidden_size: int, hidden_act: str = "gelu",
-                 initializer_range: float = 0.02, **kwargs):
+                 initializer_range: float = 0.02, kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
-        self.dense = layers.Dense(hidden_size, activation=_activation(hidden_act), name="dense",
+        self.kernels = kernels
+        activation = _activation(hidden_act, use_fused_kernels(kernels))
+        self.dense = layers.Dense(hidden_size, activation=activation, name="dense",
                                   kernel_initializer=_initializer(initializer_range),
                                   dtype=self.dtype_policy)
         # The original leaves this layer's kernel at tf.layers' default (Glorot uniform).
@@ -469,7 +555,8 @@ class DiscriminatorHead(layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "hidden_size": self.hidden_size,
-                "hidden_act": self.hidden_act, "initializer_range": self.initializer_range}
+                "hidden_act": self.hidden_act, "initializer_range": self.initializer_range,
+                "kernels": self.kernels}
 
 
 def build_once(layer: layers.Layer, input_shape=None) -> None:
@@ -518,8 +605,8 @@ class ElectraDiscriminator(_EncoderWithHead):
 
     def default_head(self, encoder: Encoder) -> DiscriminatorHead:
         return DiscriminatorHead(encoder.hidden_size, encoder.hidden_act,
-                                 encoder.initializer_range, name="discriminator_predictions",
-                                 dtype=self.dtype_policy)
+                                 encoder.initializer_range, encoder.kernels,
+                                 name="discriminator_predictions", dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):
         sequence_output = self.encode(inputs, training)
@@ -536,8 +623,8 @@ class ElectraGenerator(_EncoderWithHead):
 
     def default_head(self, encoder: Encoder) -> MaskedLMHead:
         return MaskedLMHead(encoder.vocab_size, encoder.embedding_size, encoder.hidden_act,
-                            encoder.initializer_range, name="generator_predictions",
-                            dtype=self.dtype_policy)
+                            encoder.initializer_range, encoder.kernels,
+                            name="generator_predictions", dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):
         sequence_output = self.encode(inputs, training)

@@ -155,9 +155,9 @@ def softmax_loss(logits, targets, weights):
 
 
 def _encoder(bert: dict, name: str, embedding_size: int | None = None, embeddings=None,
-             causal: str | None = None) -> modeling.Encoder:
+             causal: str | None = None, kernels: str = "auto") -> modeling.Encoder:
     return modeling.Encoder(**bert, embedding_size=embedding_size, embeddings=embeddings,
-                            causal=causal, name=name)
+                            causal=causal, kernels=kernels, name=name)
 
 
 class PretrainingModel(keras.Model):
@@ -182,7 +182,7 @@ class PretrainingModel(keras.Model):
         self.electra = config.electra_objective or config.electric_objective
 
         # The discriminator (or, for BERT, the only model) is the original's "electra" scope.
-        self.discriminator = _encoder(bert, "electra", embedding_size)
+        self.discriminator = _encoder(bert, "electra", embedding_size, kernels=config.kernels)
         shared = None if config.untied_generator_embeddings else self.discriminator.embeddings
         gen_embedding_size = None if config.untied_generator_embeddings else embedding_size
 
@@ -193,20 +193,22 @@ class PretrainingModel(keras.Model):
         elif not self.electra or not config.untied_generator:
             self.generator = self.discriminator
         elif config.two_tower_generator:  # untied embeddings: each tower its own, as the original
-            self.generator = _encoder(gen_bert, "generator_ltr", gen_embedding_size, shared, "ltr")
+            self.generator = _encoder(gen_bert, "generator_ltr", gen_embedding_size, shared, "ltr",
+                                      config.kernels)
             self.generator_rtl = _encoder(gen_bert, "generator_rtl", gen_embedding_size, shared,
-                                          "rtl")
+                                          "rtl", config.kernels)
         else:
-            self.generator = _encoder(gen_bert, "generator", gen_embedding_size, shared)
+            self.generator = _encoder(gen_bert, "generator", gen_embedding_size, shared,
+                                      kernels=config.kernels)
 
         self.mlm_head = None
         if self.generator is not None:
             self.mlm_head = modeling.MaskedLMHead(
                 bert["vocab_size"], self.generator.embedding_size, bert["hidden_act"],
-                bert["initializer_range"],
+                bert["initializer_range"], config.kernels,
                 name="cloze_predictions" if config.two_tower_generator else "generator_predictions")
         self.disc_head = modeling.DiscriminatorHead(
-            bert["hidden_size"], bert["hidden_act"], bert["initializer_range"],
+            bert["hidden_size"], bert["hidden_act"], bert["initializer_range"], config.kernels,
             name="discriminator_predictions") if self.electra else None
 
     def build(self, input_shape=None):

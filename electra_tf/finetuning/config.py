@@ -87,6 +87,7 @@ class FinetuningConfig(config_lib.TpuHparams):
     strategy: str = "default"
     precision: str = "float32"
     jit_compile: bool | None = None  # None: on for GPU/TPU, off on CPU
+    kernels: str = "auto"  # fused CPU kernels or the plain reference layers; auto: by device
     seed: int = 0  # trial k uses seed + k - 1
     log_steps: int = 100
 
@@ -188,6 +189,8 @@ def validate(c: FinetuningConfig) -> None:
     require(c.precision in config_lib.PRECISIONS, "precision",
             f"one of {config_lib.PRECISIONS}")
     config_lib.validate_tpu(c)
+    require(c.kernels in config_lib.KERNELS, "kernels",
+            f"one of {config_lib.KERNELS}, got {c.kernels!r}")
 
 
 def from_hparams(model_name: str, data_dir: str,

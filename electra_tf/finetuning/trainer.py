@@ -47,7 +47,8 @@ def make_tasks(config: FinetuningConfig) -> list[Task]:
 
 def build_model(config: FinetuningConfig, tasks: Sequence[Task]) -> FinetuningModel:
     bert = config.bert_config()
-    encoder = modeling.Encoder(**bert, embedding_size=config.embedding_size, name="electra")
+    encoder = modeling.Encoder(**bert, embedding_size=config.embedding_size,
+                               kernels=config.kernels, name="electra")
     model = FinetuningModel(encoder, {task.name: task.make_head(config) for task in tasks},
                             name="finetuning")
     model.build()

@@ -118,8 +118,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the shipped sample, 1 step")
     parser.add_argument("--train_steps", type=int, default=3)
     parser.add_argument("--copies", type=int, default=4,
-                        help="copies of each file, so that process start-up (~3 s a worker: "
-                             "importing TensorFlow) weighs as little as on a real corpus")
+                        help="copies of each file, so that process start-up (each worker imports "
+                             "TensorFlow) weighs as little as on a real corpus")
     args = parser.parse_args()
     if args.quick:
         files = [os.path.join(REPO_ROOT, "pretrain_data", "sample", "corpus",

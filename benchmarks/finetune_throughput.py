@@ -15,7 +15,8 @@ train_batch_size; float32; random weights, nothing is downloaded) of:
     of the same size, torch.optim.AdamW and clip_grad_norm_(1.0), 2 threads. Their heads are
     transformers' own (a 2-layer classifier; independent start/end logits), lighter than the
     original's SQuAD head.
-Each time is the median of --steps timed steps after one warm-up step.
+Each time is the median of --steps timed steps after one warm-up step. The report opens with
+the ratios to the peer and what the run ran on (CPU, ISA, cores, oneDNN, versions, load).
 A benchmark, not a test: run it on an otherwise idle machine, as timings are noisy.
 """
 
@@ -34,8 +35,8 @@ from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before Ten
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from pretrain_throughput import (SEED, import_torch, progress, random_batch,  # noqa: E402
-                                 time_calls, version)
+from pretrain_throughput import (SEED, import_torch, machine_report, progress,  # noqa: E402
+                                 random_batch, time_calls)
 from electra_tf import training  # noqa: E402
 from electra_tf.finetuning import config as finetuning_config  # noqa: E402
 from electra_tf.finetuning import trainer  # noqa: E402
@@ -109,23 +110,28 @@ def bench_torch(task: str, batch: dict[str, np.ndarray], steps: int) -> list[flo
 
 
 def main() -> None:
+    load_at_start = os.getloadavg()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     batch_size, steps = (4, 1) if args.quick else (32, args.steps)
-    print(f"TF {tf.__version__}, torch {version('torch')}, transformers "
-          f"{version('transformers')}; batch {batch_size}, float32, median of {steps} steps")
-    print("\n| task | seq | electra_tf ex/s | PyTorch + transformers ex/s | speedup |")
-    print("|---|---|---|---|---|")
+    rows = []
     for task, seq_length in (("sst", 128), ("squad", 512)):
         batch = task_batch(task, batch_size, seq_length)
         progress(f"{task}: electra_tf")
         ours = batch_size / statistics.median(bench_ours(task, batch, steps))
         progress(f"{task}: PyTorch")
         theirs = batch_size / statistics.median(bench_torch(task, batch, steps))
-        print(f"| {task} | {seq_length} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}x |",
-              flush=True)
+        rows.append((task, seq_length, ours, theirs))
+    ratios = ", ".join(f"{task} {ours / theirs:.2f}x" for task, _, ours, theirs in rows)
+    print(f"# ELECTRA-Small fine-tuning step: electra_tf is {ratios} the PyTorch peer\n")
+    print("\n".join(machine_report(load_at_start)))
+    print(f"- batch {batch_size}, float32, median of {steps} timed steps after 1 warm-up step")
+    print("\n| task | seq | electra_tf ex/s | PyTorch + transformers ex/s | speedup |")
+    print("|---|---|---|---|---|")
+    for task, seq_length, ours, theirs in rows:
+        print(f"| {task} | {seq_length} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}x |")
 
 
 if __name__ == "__main__":

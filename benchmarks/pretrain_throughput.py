@@ -5,6 +5,7 @@ Run from the repository root:
   python benchmarks/pretrain_throughput.py               # batch 128 x seq 128, 3 timed steps
   python benchmarks/pretrain_throughput.py --also_bf16   # plus a mixed_bfloat16 row for ours
   python benchmarks/pretrain_throughput.py --quick       # smoke run: batch 8 x seq 32, 1 step
+  python benchmarks/pretrain_throughput.py --kernels reference --skip_torch  # the plain path
 
 What it measures, in one process on this machine:
   * electra_tf: run_pretraining.py's train step (forward and backward under a GradientTape,
@@ -19,6 +20,8 @@ What it measures, in one process on this machine:
   * every float32 matmul of our step at its shapes (forward, dx and dw), each alone through
     the ops our model uses: their sum is the time of a step that did nothing but its matmuls,
     about the best a float32 step built on TensorFlow's matmuls can do. It has its own row.
+The report opens with the ratio to the peer and what the run ran on (CPU, vector ISA, cores,
+oneDNN's state, versions, the load average at the start; see machine_report).
 Both models train on one fixed random batch with dropout on and random weights (nothing is
 downloaded). Each step time is the median of --steps timed steps after one warm-up step (which
 includes tracing). Model FLOPs are counted analytically (see pretraining_step_flops); the
@@ -49,7 +52,6 @@ if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
 from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before TensorFlow loads)
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -177,23 +179,28 @@ def random_batch(batch_size: int, seq_length: int, seed: int = SEED) -> dict[str
             "segment_ids": np.zeros_like(ids)}
 
 
-def electra_small_config(batch_size: int, seq_length: int,
-                         precision: str) -> config_lib.PretrainingConfig:
-    """ELECTRA-Small's pretraining config; data_dir need not exist (nothing is read)."""
+def electra_small_config(batch_size: int, seq_length: int, precision: str,
+                         **hparams: Any) -> config_lib.PretrainingConfig:
+    """ELECTRA-Small's pretraining config (plus `hparams`); data_dir need not exist (nothing
+    is read)."""
     return config_lib.from_hparams("bench", "/tmp/nodata", {
         "model_size": "small", "train_batch_size": batch_size, "max_seq_length": seq_length,
-        "precision": precision, "vocab_size": 30522, "seed": SEED})
+        "precision": precision, "vocab_size": 30522, "seed": SEED, **hparams})
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+def machine_report(load_at_start: tuple[float, float, float]) -> list[str]:
+    """What a benchmark ran on, as Markdown list items: the CPU, its vector ISA and cores,
+    oneDNN's state and who decided it, the versions, and the load average when it started."""
+    cpu = hardware.read_cpu()
+    flags = " ".join(cpu.isa_flags) or "none"
+    return [f"- {hardware.banner()}",
+            f"- ISA flags that matter (of {', '.join(hardware.ISA_FLAGS)}): {flags}",
+            f"- versions: python {platform.python_version()}, tensorflow {version('tensorflow')}, "
+            f"keras {version('keras')}, torch {version('torch')}, "
+            f"transformers {version('transformers')}",
+            "- load average at start (1, 5, 15 min): "
+            + ", ".join(f"{x:.2f}" for x in load_at_start)
+            + f" on {os.cpu_count()} CPUs: compare rows of this run only"]
 
 
 def import_torch():
@@ -255,9 +262,10 @@ def tf_matmul_seconds(matmul: Matmul, reps: int) -> float:
 
 # ----------------------------------------------------------------------------- ours
 
-def bench_electra_tf(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
-                     steps: int) -> tuple[list[float], str]:
-    """Step times of run_pretraining.py's train step; returns (times, XLA description)."""
+def make_electra_tf_step(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray]
+                         ) -> tuple[Callable[[], None], Callable[[], str], str]:
+    """run_pretraining.py's train step on one fixed batch: (step, loss report, XLA
+    description). The step returns once the update is applied."""
     strategy = training.make_strategy(config.strategy)
     jit = training.use_xla(config.jit_compile, strategy)
     state = pretraining.create_state(config, SPECIAL, strategy)
@@ -274,18 +282,29 @@ def bench_electra_tf(config: config_lib.PretrainingConfig, batch: dict[str, np.n
         loop(iterator, one)
         int(optimizer.iterations)  # waits for the step's updates
 
+    def report() -> str:
+        loss = metrics.results().get("loss", float("nan"))
+        return f"mean loss {loss:.3f} over {int(optimizer.iterations)} steps"
+
+    return step, report, f"XLA {'on' if jit else 'off'} (training.use_xla)"
+
+
+def bench_electra_tf(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
+                     steps: int) -> tuple[list[float], str]:
+    """Step times of run_pretraining.py's train step; returns (times, XLA description)."""
+    step, report, xla = make_electra_tf_step(config, batch)
     times = time_calls(step, warmup=1, reps=steps)
-    loss = metrics.results().get("loss", float("nan"))
-    progress(f"  electra_tf {config.precision}: mean loss {loss:.3f} over "
-             f"{int(optimizer.iterations)} steps")
-    return times, f"XLA {'on' if jit else 'off'} (training.use_xla)"
+    progress(f"  electra_tf {config.precision}: {report()}")
+    return times, xla
 
 
 # ----------------------------------------------------------------------------- the peer
 
-def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
-                steps: int) -> tuple[list[float], str]:
-    """Step times of the PyTorch + transformers peer; returns (times, attention kernel)."""
+def make_torch_step(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray]
+                    ) -> tuple[Callable[[], None], Callable[[], str], str]:
+    """The PyTorch + transformers peer's training step on one fixed batch: (step, loss report,
+    attention kernel). With config.electra_objective false, BERT's: the discriminator-sized
+    masked LM alone."""
     torch = import_torch()
     import torch.nn.functional as F
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
@@ -305,16 +324,19 @@ def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarra
             type_vocab_size=bert["type_vocab_size"],
             initializer_range=bert["initializer_range"], layer_norm_eps=1e-12)
 
-    discriminator = ElectraForPreTraining(hf_config(disc_bert))
-    generator = ElectraForMaskedLM(hf_config(gen_bert))
-    # ELECTRA's tying: one embeddings block (word, position, token type, LayerNorm), and the
-    # generator's output layer is the word-embedding matrix.
-    generator.electra.embeddings = discriminator.electra.embeddings
-    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
-    generator.train()
-    discriminator.train()
-    params = list({id(p): p for m in (generator, discriminator)
-                   for p in m.parameters()}.values())  # shared tensors once
+    electra = config.electra_objective
+    generator = ElectraForMaskedLM(hf_config(gen_bert if electra else disc_bert))
+    models = [generator]
+    if electra:
+        discriminator = ElectraForPreTraining(hf_config(disc_bert))
+        # ELECTRA's tying: one embeddings block (word, position, token type, LayerNorm), and
+        # the generator's output layer is the word-embedding matrix.
+        generator.electra.embeddings = discriminator.electra.embeddings
+        generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+        models.append(discriminator)
+    for model in models:
+        model.train()
+    params = list({id(p): p for m in models for p in m.parameters()}.values())  # shared once
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, eps=1e-6,
                                   weight_decay=config.weight_decay_rate)
 
@@ -353,6 +375,9 @@ def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarra
         mlm_logits = logits[rows, positions]  # [B, N, V]
         nll = -F.log_softmax(mlm_logits, -1).gather(-1, masked_lm_ids[..., None]).squeeze(-1)
         gen_loss = (weights * nll).sum() / (weights.sum() + 1e-6)
+        if not electra:
+            finish(gen_loss)
+            return
 
         with torch.no_grad():  # Gumbel-max sample of the replacements
             uniform = torch.rand(mlm_logits.shape)
@@ -369,15 +394,27 @@ def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarra
         real = input_mask.float()
         disc_loss = F.binary_cross_entropy_with_logits(
             disc_logits, labels, weight=real, reduction="sum") / (real.sum() + 1e-6)
-        loss = config.gen_weight * gen_loss + config.disc_weight * disc_loss
+        finish(config.gen_weight * gen_loss + config.disc_weight * disc_loss)
+
+    def finish(loss: torch.Tensor) -> None:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         losses.append(loss.item())
 
+    def report() -> str:
+        return f"mean loss {statistics.mean(losses):.3f} over {len(losses)} steps"
+
+    attention = getattr(generator.config, "_attn_implementation", None) or "default"
+    return step, report, attention
+
+
+def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
+                steps: int) -> tuple[list[float], str]:
+    """Step times of the PyTorch + transformers peer; returns (times, attention kernel)."""
+    step, report, attention = make_torch_step(config, batch)
     times = time_calls(step, warmup=1, reps=steps)
-    progress(f"  torch: mean loss {statistics.mean(losses):.3f} over {len(losses)} steps")
-    attention = getattr(discriminator.config, "_attn_implementation", None) or "default"
+    progress(f"  torch: {report()}")
     return times, attention
 
 
@@ -428,6 +465,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--also_bf16", action="store_true",
                         help="add a mixed_bfloat16 row for our model")
     parser.add_argument("--skip_torch", action="store_true", help="skip the PyTorch peer")
+    parser.add_argument("--kernels", default="auto", choices=("auto", "fused", "reference"),
+                        help="our transformer's implementation (the kernels hparam)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: batch 8, seq 32, 1 step, small matmuls")
     args = parser.parse_args(argv)
@@ -439,6 +478,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    load_at_start = os.getloadavg()
     args = parse_args(argv)
     precisions = [args.precision]
     if args.also_bf16 and "mixed_bfloat16" not in precisions:
@@ -467,7 +507,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for precision in precisions:
         progress(f"electra_tf, {precision}: 1 warm-up + {args.steps} timed steps")
         times, xla = bench_electra_tf(
-            electra_small_config(args.batch_size, args.seq_length, precision), batch, args.steps)
+            electra_small_config(args.batch_size, args.seq_length, precision,
+                                 kernels=args.kernels), batch, args.steps)
         rows.append(Row("electra_tf (TF/Keras)", precision, times, args.batch_size, ours_flops,
                         ours_flops))
         gc.collect()
@@ -482,13 +523,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                     [sum(matmul_seconds)], args.batch_size, ours_flops, ours_flops))
 
     disc, gen = config.bert_config(), config.generator_bert_config()
-    print("# ELECTRA-Small pretraining step throughput\n")
+    peer = [r for r in rows if r.implementation.startswith("PyTorch")]
+    ours = rows[0]
+    utilization = 100 * ours.model_flops / ours.seconds / 1e9 / peak
+    headline = f"{utilization:.1f}% of this run's fp32 matmul peak"
+    if peer:
+        speedup = ours.examples_per_second / peer[0].examples_per_second
+        headline = f"{speedup:.2f}x the PyTorch peer, {headline}"
+    print(f"# ELECTRA-Small pretraining step: electra_tf ({ours.precision}) {headline}\n")
     print(f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
-    print(f"- versions: python {platform.python_version()}, tensorflow {tf.__version__}, "
-          f"keras {keras.__version__}, torch {version('torch')}, "
-          f"transformers {version('transformers')}")
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"- CPU: {cpu_name()}; {os.cpu_count()} CPUs ({usable} usable)")
+    print("\n".join(machine_report(load_at_start)))
     print(f"- model: discriminator H{disc['hidden_size']}/L{disc['num_hidden_layers']}/"
           f"A{disc['num_attention_heads']}/I{disc['intermediate_size']}, generator "
           f"H{gen['hidden_size']}/L{gen['num_hidden_layers']}/A{gen['num_attention_heads']}/"
@@ -497,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"- batch {args.batch_size} x seq {args.seq_length}; step time = median of "
           f"{args.steps} timed step(s) after 1 warm-up step; dropout on; random weights")
     print(f"- electra_tf: run_pretraining's train step (incl. metrics) in training.run_steps, "
-          f"default strategy, 1 replica, {xla}")
+          f"default strategy, 1 replica, {xla}, kernels {args.kernels}")
     if attention is not None:
         print(f"- peer: ElectraForMaskedLM + ElectraForPreTraining with tied embeddings, "
               f"attention '{attention}', MLM head at all {args.seq_length} positions, "
@@ -516,7 +560,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     for row in rows:
         times = ", ".join(f"{t:.3f}" for t in row.step_times)
         print(f"- step times of {row.implementation} {row.precision} (s): {times}")
-    peer = [r for r in rows if r.implementation.startswith("PyTorch")]
     for row in rows:
         if peer and row.implementation.startswith("electra_tf"):
             print(f"- speedup ours ({row.precision}) / peer (float32): "

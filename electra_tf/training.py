@@ -68,8 +68,8 @@ def use_xla(requested: bool | None, strategy: tf.distribute.Strategy) -> bool:
     """Whether to XLA-compile the forward and backward pass.
 
     Default (None): on for GPUs and TPUs (TPUs always compile anyway), off on CPUs, where XLA
-    measured slower (ELECTRA-Small, batch 128: 9.9 s a step against 7.6 s without) and where
-    MirroredStrategy over several CPU devices cannot use it at all."""
+    measured slower (docs/performance.md) and where MirroredStrategy over several CPU devices
+    cannot use it at all."""
     works = not (strategy.num_replicas_in_sync > 1 and on_cpu(strategy))
     if requested and not works:
         log.warning("jit_compile=true does not work with several replicas on CPU devices; "
@@ -140,7 +140,7 @@ def apply_gradients(optimizer: keras.optimizers.Optimizer, grads, variables,
                            [tf.convert_to_tensor(g) for g in grads])
     if loss_scale is not None:
         grads = [g / loss_scale.scale for g in grads]
-    # tf.linalg.global_norm's L2Loss kernel is single-threaded: 0.3 s a step for ELECTRA-Small.
+    # tf.linalg.global_norm's L2Loss kernel is single-threaded: a sum of squares is faster.
     norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
     grads, _ = tf.clip_by_global_norm(grads, CLIP_NORM, use_norm=norm)
     # Keras' apply() sums gradients across replicas again: give each replica an equal share.

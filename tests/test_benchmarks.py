@@ -1,5 +1,5 @@
 """The pretraining benchmark's model FLOPs, which docs/performance.md quotes, are the matmuls
-the model really runs."""
+the model really runs; the benchmarks say what they ran on; the memory benchmark measures."""
 
 import sys
 
@@ -50,3 +50,31 @@ def test_electra_small_step_flops_are_the_documented_ones():
                                                       config.max_predictions_per_seq)
     peer = pretrain_throughput.pretraining_step_flops(config, 128, 128, 128)
     assert (round(ours / 1e9), round(peer / 1e9)) == (1150, 1478)  # docs/performance.md
+
+
+def test_reports_say_what_they_ran_on():
+    lines = pretrain_throughput.machine_report((1.5, 1.0, 0.5))
+    text = "\n".join(lines)
+    assert lines[0].startswith("- CPU: ") and "oneDNN o" in lines[0]
+    assert "ISA flags" in text and "tensorflow 2." in text
+    assert "load average at start (1, 5, 15 min): 1.50, 1.00, 0.50" in text
+
+
+def test_memory_table_pairs_each_electra_step_with_bert_mlm(tmp_path):
+    import memory
+
+    results = [{"implementation": "electra_tf", "objective": objective, "seq_length": 128,
+                "batch_size": 16, "step_peak_mb": peak, "resting_mb": 300.0}
+               for objective, peak in (("electra", 660.0), ("bert_mlm", 600.0))]
+    row = memory.table(results).splitlines()[-1]
+    assert row == "| electra_tf | 128 | 16 | 660 | 600 | 1.10x | 300 | 300 |"
+    memory.plot(results, str(tmp_path / "memory.png"))
+    assert (tmp_path / "memory.png").stat().st_size > 0
+
+
+def test_memory_of_a_training_step_is_measured():
+    import memory
+
+    result = memory.measure("electra_tf", "bert_mlm", seq_length=16, batch_size=2)
+    assert result["step_peak_mb"] > 0 and result["resting_mb"] > 0
+    assert result["objective"] == "bert_mlm" and "loss" in result["loss"]

@@ -170,3 +170,17 @@ def test_config_rejects_an_unknown_kernels_value():
         tiny_config(kernels="xla")
     with pytest.raises(ValueError, match="kernels"):
         finetuning_config.from_hparams("m", "/nonexistent", {"kernels": "fast"})
+
+
+def test_reference_path_runs_under_mixed_bfloat16():
+    encoders = []
+    for dtype in ("float32", "mixed_bfloat16"):
+        keras.utils.set_random_seed(7)
+        encoders.append(modeling.Encoder(**SIZES, kernels="reference", dtype=dtype))
+        encoders[-1].build()
+    full, mixed = encoders
+    ids, mask, segments = _inputs()
+    out = mixed(ids, mask, segments)
+    assert out.dtype == tf.bfloat16 and all(v.dtype == "float32" for v in mixed.weights)
+    np.testing.assert_allclose(tf.cast(out, tf.float32).numpy(),
+                               full(ids, mask, segments).numpy(), atol=0.1)

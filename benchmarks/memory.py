@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.results) as f:
             done = [json.loads(line) for line in f if line.strip()]
     implementations = IMPLEMENTATIONS[:1] if args.skip_torch else IMPLEMENTATIONS
-    for seq_length in args.seq_lengths:
-        for implementation in implementations:
+    for implementation in implementations:  # ours at every length first: the target's rows
+        for seq_length in args.seq_lengths:
             for objective in OBJECTIVES:
                 key = (implementation, objective, seq_length, args.batch_size)
                 if any((r["implementation"], r["objective"], r["seq_length"],

@@ -24,7 +24,7 @@ The report opens with the ratio to the peer and what the run ran on (CPU, vector
 oneDNN's state, versions, the load average at the start; see machine_report).
 Both models train on one fixed random batch with dropout on and random weights (nothing is
 downloaded). Each step time is the median of --steps timed steps after one warm-up step (which
-includes tracing). Model FLOPs are counted analytically (see pretraining_step_flops); the
+includes tracing). Model FLOPs are counted analytically (electra_tf.flops); the
 utilization column is model FLOPs / step time / fp32 matmul peak.
 
 A benchmark, not a test: run it on an otherwise idle machine, as timings are noisy.
@@ -57,6 +57,7 @@ import tensorflow as tf  # noqa: E402
 
 from electra_tf import config as config_lib  # noqa: E402
 from electra_tf import fused, pretraining, training  # noqa: E402
+from electra_tf.flops import Matmul, pretraining_matmuls, pretraining_step_flops  # noqa: E402
 
 SPECIAL = pretraining.SpecialIds()  # [PAD]=0, [CLS]=101, [SEP]=102, [MASK]=103
 TOKEN_RANGE = (1000, 30000)  # random "word" ids, clear of the special tokens
@@ -82,72 +83,6 @@ class Row:
     @property
     def examples_per_second(self) -> float:
         return self.batch_size / self.seconds
-
-
-# ----------------------------------------------------------------------------- FLOP counting
-
-@dataclasses.dataclass(frozen=True)
-class Matmul:
-    """`count` products [batch, m, k] x [k, n] of one step's forward pass (batch 1: a dense
-    layer's 2-D GEMM). The backward pass adds two of the same size: dx = dy w^T, dw = x^T dy."""
-    name: str
-    m: int
-    k: int
-    n: int
-    batch: int = 1
-    count: int = 1
-
-    @property
-    def forward_flops(self) -> int:
-        return 2 * self.count * self.batch * self.m * self.k * self.n
-
-
-def encoder_matmuls(name: str, bert: dict[str, Any], embedding: int, batch_size: int,
-                    seq_length: int) -> list[Matmul]:
-    """A BERT encoder's matmuls: the projection from the embedding width (when E != H), then
-    per layer the query/key/value projection (one [H, 3H] GEMM, as ours), the attention scores
-    QK^T and context PV of every head, the attention output and the feed-forward pair.
-    Softmax, LayerNorm, GELU and the embedding lookups are not matmuls and are left out."""
-    hidden, layers = bert["hidden_size"], bert["num_hidden_layers"]
-    heads, intermediate = bert["num_attention_heads"], bert["intermediate_size"]
-    tokens, head_size, sequences = batch_size * seq_length, hidden // heads, batch_size * heads
-    projection = ([Matmul(f"{name} embedding projection", tokens, embedding, hidden)]
-                  if embedding != hidden else [])
-    return projection + [
-        Matmul(f"{name} query/key/value", tokens, hidden, 3 * hidden, count=layers),
-        Matmul(f"{name} attention scores", seq_length, head_size, seq_length, sequences, layers),
-        Matmul(f"{name} attention context", seq_length, seq_length, head_size, sequences, layers),
-        Matmul(f"{name} attention output", tokens, hidden, hidden, count=layers),
-        Matmul(f"{name} feed-forward in", tokens, hidden, intermediate, count=layers),
-        Matmul(f"{name} feed-forward out", tokens, intermediate, hidden, count=layers),
-    ]
-
-
-def step_matmuls(config: config_lib.PretrainingConfig, batch_size: int, seq_length: int,
-                 mlm_positions_per_seq: int) -> list[Matmul]:
-    """The matmuls of one ELECTRA training step's forward pass, for the standard setup
-    (separate generator, tied embeddings): both encoders, the discriminator head (dense H x H,
-    then one logit) and the generator's MLM head (dense to the embedding width, then the tied
-    output layer over the vocabulary) at mlm_positions_per_seq positions per sequence."""
-    disc, gen = config.bert_config(), config.generator_bert_config()
-    embedding, hidden = config.resolved_embedding_size(), disc["hidden_size"]
-    tokens, predictions = batch_size * seq_length, batch_size * mlm_positions_per_seq
-    return (encoder_matmuls("discriminator", disc, embedding, batch_size, seq_length)
-            + [Matmul("discriminator head", tokens, hidden, hidden),
-               Matmul("discriminator logit", tokens, hidden, 1)]
-            + encoder_matmuls("generator", gen, embedding, batch_size, seq_length)
-            + [Matmul("MLM head dense", predictions, gen["hidden_size"], embedding),
-               Matmul("MLM output layer", predictions, embedding, disc["vocab_size"])])
-
-
-def pretraining_step_flops(config: config_lib.PretrainingConfig, batch_size: int,
-                           seq_length: int, mlm_positions_per_seq: int) -> float:
-    """Matmul FLOPs of one ELECTRA training step (generator + discriminator, forward and
-    backward): 3x the forward pass's (the backward pass is two matmuls per forward one).
-    Ours computes the MLM head only at the max_predictions_per_seq masked positions; HF's
-    ElectraForMaskedLM computes it at every position (mlm_positions_per_seq = seq_length)."""
-    matmuls = step_matmuls(config, batch_size, seq_length, mlm_positions_per_seq)
-    return 3.0 * sum(matmul.forward_flops for matmul in matmuls)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -498,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tf_bf16 = {n: tf_matmul_gflops(n, tf.bfloat16, reps) for n in sizes}
     torch_fp32 = {} if args.skip_torch else {n: torch_matmul_gflops(n, reps) for n in sizes}
     peak = max(list(tf_fp32.values()) + list(torch_fp32.values()))
-    matmuls = step_matmuls(config, args.batch_size, args.seq_length, n_mlm)
+    matmuls = pretraining_matmuls(config, args.batch_size, args.seq_length, n_mlm)
     progress(f"the step's float32 matmuls, alone: {len(matmuls)} shapes")
     matmul_seconds = [tf_matmul_seconds(matmul, reps) for matmul in matmuls]
 

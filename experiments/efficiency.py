@@ -1,0 +1,460 @@
+"""ELECTRA against BERT per pretraining FLOP, and the paper's Table 5 objectives, in miniature.
+
+  python experiments/efficiency.py --out DIR [--budget smoke|pilot|full]
+      [--tasks sst,sts,qnli] [--task_data DIR] [--objectives electra,mlm,...]
+      [--shared_data ../shared/data] [--report_dir DIR]
+
+One command runs the whole experiment and can be rerun to resume (finished runs are skipped):
+  1. data: the pretraining text (experiments/downstream.py: Wikipedia and Brown without its
+     held-out tail) to TFRecords with pretrain_data/build_pretraining_dataset.py, and the
+     downstream tasks in GLUE's formats (or --task_data: any directory of GLUE-format tasks,
+     each with test_labels.tsv beside test.tsv).
+  2. pretraining through run_pretraining.py: one run per objective, all of one model size,
+     sequence length, batch, data, seed and schedule shape (linear warmup over the same share of
+     the run, then linear decay to 0). ELECTRA runs `electra_steps`; BERT (`mlm`) runs the steps
+     that cost the same pretraining FLOPs (electra_tf.flops), so it gets more of them; both
+     keep a checkpoint at each of `curve_points` FLOP budgets (halving from the end) for the
+     score-vs-FLOPs curve. The Table 5 objectives (electra_15, replace_mlm, all_tokens_mlm,
+     where the installed electra_tf has them) run `electra_steps`, as the paper compares them
+     at equal steps.
+  3. fine-tuning through run_finetuning.py: every kept checkpoint's discriminator (exported to
+     a .keras model) and a randomly initialised one (no pretraining) on every task, `trials`
+     seeds each. The learning rate is swept at each objective's last checkpoint and without
+     pretraining, and chosen per model and task on the selection split (dev.tsv); a curve's
+     earlier checkpoints take the rate their objective's last checkpoint chose for the task.
+     The reported numbers are the test split's (test.tsv, predictions written by
+     run_finetuning.py's write_test_outputs and scored here against test_labels.tsv), never
+     tuned on.
+  4. the report: raw results as JSON under DIR/results/, and into --report_dir the tables
+     (efficiency_results.md: medians with IQR and min-max over seeds, which differences exceed
+     the seed noise) and the PNG plots (matplotlib).
+
+Progress goes to stdout, each run's output to DIR/logs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (REPO, os.path.join(REPO, "experiments")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import downstream  # noqa: E402
+
+TABLE5_OBJECTIVES = ("electra_15", "replace_mlm", "all_tokens_mlm")
+NO_PRETRAINING = "no_pretraining"
+# The paper's Table 5 (ELECTRA-Base-sized models, GLUE dev score).
+PAPER_TABLE5 = {"electra": 85.0, "all_tokens_mlm": 84.3, "replace_mlm": 82.4,
+                "electra_15": 82.4, "mlm": 82.2}
+PRETRAIN_SEED = 1
+FINETUNE_SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Everything that sizes the experiment; every objective gets the same."""
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    embedding_size: int
+    generator_fraction: float  # the generator's hidden size as a share of the discriminator's
+    seq_length: int
+    batch_size: int
+    electra_steps: int  # ELECTRA's pretraining steps; the Table 5 objectives run the same
+    curve_points: int  # FLOP budgets on the curve: electra_steps / 2^k, k < curve_points
+    learning_rate: float  # pretraining
+    warmup_fraction: float
+    task_sizes: dict[str, int]  # train/dev/test examples per built task
+    trials: int  # fine-tuning seeds per (checkpoint, task, learning rate)
+    finetune_lrs: tuple[float, ...]
+    finetune_epochs: float
+    finetune_seq_length: int
+    finetune_batch_size: int
+
+    def model_hparams(self) -> dict[str, Any]:
+        """The transformer shape, as run_pretraining.py and run_finetuning.py take it."""
+        return {"model_size": "small", "embedding_size": self.embedding_size,
+                "model_hparam_overrides": {"hidden_size": self.hidden_size,
+                                           "num_hidden_layers": self.num_layers,
+                                           "num_attention_heads": self.num_heads,
+                                           "intermediate_size": 4 * self.hidden_size}}
+
+
+BUDGETS = {
+    # The pipeline end to end in about a minute and a half (CI): a tiny model, one task.
+    "smoke": Budget(hidden_size=32, num_layers=2, num_heads=2, embedding_size=32,
+                    generator_fraction=0.25, seq_length=128, batch_size=8, electra_steps=8,
+                    curve_points=2, learning_rate=1e-3, warmup_fraction=0.1,
+                    task_sizes={"train": 64, "dev": 32, "test": 32}, trials=2,
+                    finetune_lrs=(1e-3,), finetune_epochs=1.0, finetune_seq_length=64,
+                    finetune_batch_size=32),
+    # A first look at ELECTRA against BERT at the full run's model size: the end of each run.
+    "pilot": Budget(hidden_size=128, num_layers=4, num_heads=2, embedding_size=128,
+                    generator_fraction=0.25, seq_length=128, batch_size=32, electra_steps=400,
+                    curve_points=1, learning_rate=1e-3, warmup_fraction=0.1,
+                    task_sizes=downstream.DEFAULT_SIZES, trials=3, finetune_lrs=(3e-4,),
+                    finetune_epochs=2.0, finetune_seq_length=64, finetune_batch_size=32),
+    "full": Budget(hidden_size=128, num_layers=4, num_heads=2, embedding_size=128,
+                   generator_fraction=0.25, seq_length=128, batch_size=32, electra_steps=1600,
+                   curve_points=4, learning_rate=1e-3, warmup_fraction=0.1,
+                   task_sizes=downstream.DEFAULT_SIZES, trials=5, finetune_lrs=(1e-4, 3e-4, 1e-3),
+                   finetune_epochs=2.0, finetune_seq_length=64, finetune_batch_size=32),
+}
+
+
+# ----------------------------------------------------------------------------- bookkeeping
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def write_json(path: str, value: Any) -> None:
+    """Complete or absent: written under a temporary name, then renamed."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def read_json(path: str) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_logged(command: Sequence[str], log_path: str) -> dict[str, float]:
+    """Runs a command with its output in log_path; fails naming the log. Returns its wall
+    time, its CPU time (user + system, which the machine's other load inflates less than the
+    wall time) and the load average when it ended."""
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.time()
+    with open(log_path, "w") as out:
+        result = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode:
+        raise RuntimeError(f"{command[1]} failed (exit {result.returncode}); see {log_path}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_seconds": round(time.time() - start, 1), "cpu_seconds": round(cpu, 1),
+            "load_average": round(os.getloadavg()[0], 2)}
+
+
+# ----------------------------------------------------------------------------- the plan
+
+def objective_hparams(objective: str) -> dict[str, Any]:
+    """The hparams that select an objective: `objective` where the installed config has it,
+    else the original's electra_objective switch."""
+    from electra_tf import config as config_lib
+
+    if "objective" in config_lib.valid_keys():
+        return {"objective": objective}
+    if objective in ("electra", "mlm"):
+        return {"electra_objective": objective == "electra"}
+    raise ValueError(f"--objectives: this electra_tf has no objective {objective!r} (its "
+                     "config has no 'objective' hparam); use electra and mlm")
+
+
+def available_objectives() -> list[str]:
+    from electra_tf import config as config_lib
+
+    extra = list(TABLE5_OBJECTIVES) if "objective" in config_lib.valid_keys() else []
+    return ["electra", "mlm", *extra]
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainRun:
+    objective: str
+    steps: int
+    save_every: int
+    step_flops: float
+
+    @property
+    def name(self) -> str:
+        return f"pretrain_{self.objective}"
+
+    def checkpoints(self, curve_points: int) -> list[int]:
+        """The kept steps: the run's last `curve_points` halvings (only the end for runs
+        compared at equal steps)."""
+        if self.save_every == self.steps:
+            return [self.steps]
+        return [self.steps >> k for k in reversed(range(curve_points))]
+
+
+def pretraining_hparams(budget: Budget, objective: str, steps: int,
+                        save_every: int) -> dict[str, Any]:
+    return {**budget.model_hparams(), **objective_hparams(objective),
+            "generator_hidden_size": budget.generator_fraction,
+            "max_seq_length": budget.seq_length, "train_batch_size": budget.batch_size,
+            "num_train_steps": steps, "num_warmup_steps": round(budget.warmup_fraction * steps),
+            "learning_rate": budget.learning_rate, "save_checkpoints_steps": save_every,
+            "keep_checkpoint_max": 0, "iterations_per_loop": min(50, save_every),
+            "text_summary_steps": 0, "seed": PRETRAIN_SEED}
+
+
+def step_flops(budget: Budget, data_dir: str, objective: str) -> float:
+    from electra_tf import config as config_lib
+    from electra_tf import flops
+
+    config = config_lib.from_hparams("flops", data_dir,
+                                     pretraining_hparams(budget, objective, 1, 1))
+    return flops.pretraining_step_flops(config)
+
+
+def plan_pretraining(budget: Budget, data_dir: str, objectives: Sequence[str]) -> list[PretrainRun]:
+    """ELECTRA and BERT with checkpoints at equal FLOPs; the others at ELECTRA's steps.
+    ELECTRA's steps must halve evenly curve_points - 1 times; BERT's checkpoint interval is
+    the whole number of its steps closest to ELECTRA's in FLOPs, so each of its checkpoints
+    costs ELECTRA's FLOPs to within half a step per interval (the report gives the exact
+    FLOPs of every checkpoint)."""
+    unit = budget.electra_steps >> (budget.curve_points - 1)
+    if unit << (budget.curve_points - 1) != budget.electra_steps:
+        raise ValueError(f"electra_steps {budget.electra_steps} does not halve evenly "
+                         f"{budget.curve_points - 1} times")
+    electra_flops = step_flops(budget, data_dir, "electra")
+    runs = []
+    for objective in objectives:
+        flops = step_flops(budget, data_dir, objective)
+        if objective == "electra":
+            runs.append(PretrainRun(objective, budget.electra_steps, unit, flops))
+        elif objective == "mlm":
+            bert_unit = round(unit * electra_flops / flops)
+            runs.append(PretrainRun(objective, bert_unit << (budget.curve_points - 1),
+                                    bert_unit, flops))
+        else:
+            runs.append(PretrainRun(objective, budget.electra_steps, budget.electra_steps,
+                                    flops))
+    return runs
+
+
+# ----------------------------------------------------------------------------- the stages
+
+def prepare_data(out: str, shared_data: str, budget: Budget, tasks: Sequence[str],
+                 task_data: str | None) -> str:
+    """DATA_DIR in the original's layout: vocab.txt, pretrain_tfrecords/, finetuning_data/."""
+    data_dir = os.path.join(out, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    vocab = os.path.join(data_dir, "vocab.txt")
+    if not os.path.exists(vocab):
+        shutil.copy(os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"), vocab + ".tmp")
+        os.replace(vocab + ".tmp", vocab)
+    records = os.path.join(data_dir, "pretrain_tfrecords")
+    if not os.path.exists(os.path.join(records, "build_summary.json")):
+        corpus = os.path.join(out, "corpus")
+        log(f"pretraining text -> {corpus}: "
+            f"{downstream.pretraining_corpus(shared_data, corpus)}")
+        usage = run_logged([sys.executable, "pretrain_data/build_pretraining_dataset.py",
+                            "--corpus_dir", corpus, "--vocab_file", vocab, "--output_dir",
+                            records, "--max_seq_length", str(budget.seq_length),
+                            "--num_out_files", "8"], os.path.join(out, "logs", "build.log"))
+        log(f"TFRecords built in {usage['wall_seconds']} s: {records}")
+    finetuning = os.path.join(data_dir, "finetuning_data")
+    if task_data:
+        if not os.path.exists(finetuning):
+            os.symlink(os.path.abspath(task_data), finetuning)
+    elif not os.path.exists(os.path.join(finetuning, "build_summary.json")):
+        built = [t for t in tasks if t in downstream.TASK_NAMES]
+        missing = sorted(set(tasks) - set(built))
+        if missing:
+            raise ValueError(f"--tasks {missing}: experiments/downstream.py builds only "
+                             f"{list(downstream.TASK_NAMES)}; pass --task_data DIR for others")
+        downstream.build_tasks(shared_data, finetuning, budget.task_sizes, built)
+        log(f"downstream tasks {built} -> {finetuning}")
+    for task in tasks:
+        labels = os.path.join(finetuning, task, "test_labels.tsv")
+        if not os.path.exists(labels):
+            raise FileNotFoundError(
+                f"{labels} is missing: the reported split is test.tsv scored against "
+                "test_labels.tsv (index<TAB>label); dev.tsv is only the selection split")
+    return data_dir
+
+
+def pretrain(run: PretrainRun, budget: Budget, data_dir: str, out: str) -> dict:
+    """One pretraining run through run_pretraining.py (resumes where it stopped)."""
+    done = os.path.join(out, "results", "pretrain", f"{run.objective}.json")
+    if os.path.exists(done):
+        return read_json(done)
+    hparams = pretraining_hparams(budget, run.objective, run.steps, run.save_every)
+    log(f"pretraining {run.objective}: {run.steps} steps, checkpoints every {run.save_every}")
+    usage = run_logged([sys.executable, "run_pretraining.py", "--data_dir", data_dir,
+                        "--model_name", run.name, "--hparams", json.dumps(hparams)],
+                       os.path.join(out, "logs", f"{run.name}.log"))
+    record = {"objective": run.objective, "steps": run.steps, "step_flops": run.step_flops,
+              "hparams": hparams, **usage}
+    write_json(done, record)
+    log(f"pretrained {run.objective} in {usage['wall_seconds']} s wall, "
+        f"{usage['cpu_seconds']} s CPU (load {usage['load_average']})")
+    return record
+
+
+def export_discriminator(run: PretrainRun, step: int, budget: Budget, data_dir: str) -> str:
+    """DATA_DIR/models/<objective>_<step>/discriminator.keras from the run's ckpt-<step>."""
+    name = f"{run.objective}_{step}"
+    path = os.path.join(data_dir, "models", name, "discriminator.keras")
+    if os.path.exists(path):
+        return name
+    import tensorflow as tf
+
+    from electra_tf import checkpoints, pretraining
+    from electra_tf import config as config_lib
+
+    config = config_lib.from_hparams(run.name, data_dir, pretraining_hparams(
+        budget, run.objective, run.steps, run.save_every))
+    vocab = pretraining.load_vocab(config.vocab_file)
+    state = pretraining.create_state(config, pretraining.SpecialIds.from_vocab(vocab),
+                                     tf.distribute.get_strategy())
+    state.checkpoint().restore(os.path.join(config.model_dir, f"ckpt-{step}")) \
+        .expect_partial().assert_existing_objects_matched()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    checkpoints.save_keras(state.model.discriminator_model(), path)
+    return name
+
+
+def finetuning_hparams(budget: Budget, task: str, learning_rate: float,
+                       pretrained: bool) -> dict[str, Any]:
+    hparams = {**budget.model_hparams(), "task_names": [task], "learning_rate": learning_rate,
+               "num_trials": budget.trials, "seed": FINETUNE_SEED,
+               "num_train_epochs": budget.finetune_epochs,
+               "max_seq_length": budget.finetune_seq_length,
+               "train_batch_size": budget.finetune_batch_size, "write_test_outputs": True,
+               "n_writes_test": budget.trials, "keep_all_models": False}
+    if not pretrained:
+        hparams["init_checkpoint"] = ""
+    return hparams
+
+
+def score_test(data_dir: str, model: str, task: str, trials: int) -> list[dict[str, float]]:
+    """Each trial's test-split metrics: run_finetuning.py's leaderboard file against
+    test_labels.tsv, with the project's GLUE scorer."""
+    from electra_tf.finetuning import glue
+
+    spec = glue.get_task(task)
+    labels_path = os.path.join(data_dir, "finetuning_data", task, "test_labels.tsv")
+    labels = [row[1] for row in _read_rows(labels_path)]
+    label_ids = [spec.label_id(float(x) if spec.is_regression else x) for x in labels]
+    scores = []
+    for trial in range(1, trials + 1):
+        path = os.path.join(data_dir, "models", model, "test_predictions",
+                            f"{task}_trial_{trial}", spec.submission_name("test"))
+        predictions = [row[1] for row in _read_rows(path)]
+        if len(predictions) != len(labels):
+            raise ValueError(f"{path}: {len(predictions)} predictions for {len(labels)} labels "
+                             f"in {labels_path}")
+        predicted = [spec.label_id(float(x) if spec.is_regression else x) for x in predictions]
+        scores.append(spec.score(label_ids, predicted))
+    return scores
+
+
+def _read_rows(path: str) -> list[list[str]]:
+    """The rows of an "index<TAB>value" file after its header."""
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n").split("\t") for line in f.readlines()[1:] if line.strip()]
+
+
+def finetune(model: str, task: str, learning_rate: float, budget: Budget, data_dir: str,
+             out: str, progress: str, pretrained: bool = True) -> dict:
+    """`trials` seeds of one (model, task, learning rate) through run_finetuning.py; the
+    selection split's metrics from its results JSON, the test split's scored here."""
+    key = f"{model}__{task}__lr{learning_rate:g}"
+    done = os.path.join(out, "results", "finetune", f"{key}.json")
+    if os.path.exists(done):
+        return read_json(done)
+    log(f"fine-tuning {progress}: {model} on {task} at lr {learning_rate:g}")
+    hparams = finetuning_hparams(budget, task, learning_rate, pretrained)
+    model_dir = os.path.join(data_dir, "models", model)
+    os.makedirs(model_dir, exist_ok=True)
+    usage = run_logged([sys.executable, "run_finetuning.py", "--data_dir", data_dir,
+                        "--model_name", model, "--hparams", json.dumps(hparams)],
+                       os.path.join(out, "logs", "finetune", f"{key}.log"))
+    summary = read_json(os.path.join(model_dir, "results", f"{task}_results.json"))
+    record = {"model": model, "task": task, "learning_rate": learning_rate,
+              "selection": [trial[task] for trial in summary["trials"]],
+              "test": score_test(data_dir, model, task, budget.trials),
+              "hparams": hparams, **usage}
+    write_json(done, record)
+    # The fine-tuned weights and predictions are not needed once scored.
+    for leftover in ("finetuning_models", "test_predictions"):
+        shutil.rmtree(os.path.join(model_dir, leftover), ignore_errors=True)
+    return record
+
+
+# ----------------------------------------------------------------------------- main
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="working directory (data, runs, results)")
+    parser.add_argument("--budget", default="full", choices=sorted(BUDGETS))
+    parser.add_argument("--tasks", default=",".join(downstream.TASK_NAMES),
+                        help="GLUE task names (directories of the task data)")
+    parser.add_argument("--task_data", default=None,
+                        help="a directory of GLUE-format tasks (<task>/train.tsv, dev.tsv, "
+                             "test.tsv, test_labels.tsv) instead of the built ones")
+    parser.add_argument("--objectives", default=None,
+                        help="comma-separated; default: electra, mlm and the Table 5 "
+                             "objectives this electra_tf has")
+    parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
+    parser.add_argument("--report_dir", default=None,
+                        help="tables and plots (default: docs/ for --budget full, else "
+                             "OUT/report)")
+    args = parser.parse_args(argv)
+    args.out = os.path.abspath(args.out)  # the runs' subprocesses work in the repository
+    args.tasks = [t for t in args.tasks.split(",") if t]
+    args.objectives = (args.objectives.split(",") if args.objectives
+                       else available_objectives())
+    if "electra" not in args.objectives:
+        parser.error("--objectives must include electra (the others are sized from it)")
+    if args.report_dir is None:
+        args.report_dir = (os.path.join(REPO, "docs") if args.budget == "full"
+                           else os.path.join(args.out, "report"))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    budget = BUDGETS[args.budget]
+    start = time.time()
+    data_dir = prepare_data(args.out, args.shared_data, budget, args.tasks, args.task_data)
+    runs = plan_pretraining(budget, data_dir, args.objectives)
+    models = [(run, step) for run in runs for step in run.checkpoints(budget.curve_points)]
+    finals = {run.objective: f"{run.objective}_{run.steps}" for run in runs}
+    # The sweep runs at each objective's last checkpoint and without pretraining; the earlier
+    # checkpoints of the curve take the rate their objective's last checkpoint chose.
+    swept = [(name, task, lr) for name in [*finals.values(), NO_PRETRAINING]
+             for task in args.tasks for lr in budget.finetune_lrs]
+    earlier = [(f"{run.objective}_{step}", run.objective, task) for run, step in models
+               if step != run.steps for task in args.tasks]
+    total = len(swept) + len(earlier)
+    log(f"budget {args.budget}: {len(runs)} pretraining runs "
+        f"({', '.join(f'{r.objective} {r.steps} steps' for r in runs)}), "
+        f"{total} fine-tuning runs of {budget.trials} seeds")
+    for run in runs:
+        pretrain(run, budget, data_dir, args.out)
+    for run, step in models:
+        export_discriminator(run, step, budget, data_dir)
+    for index, (name, task, lr) in enumerate(swept, start=1):
+        finetune(name, task, lr, budget, data_dir, args.out, f"{index}/{total}",
+                 pretrained=name != NO_PRETRAINING)
+    import report
+
+    for index, (name, objective, task) in enumerate(earlier, start=len(swept) + 1):
+        chosen = report.select([finetune(finals[objective], task, lr, budget, data_dir,
+                                         args.out, "") for lr in budget.finetune_lrs], task)
+        finetune(name, task, chosen["learning_rate"], budget, data_dir, args.out,
+                 f"{index}/{total}")
+
+    written = report.write(args.out, args.report_dir, budget, runs, args.tasks)
+    log(f"done in {time.time() - start:.0f} s; wrote {', '.join(written)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""experiments/: the downstream tasks built from real text, the equal-FLOPs plan, the report's
+learning-rate selection, and the whole efficiency pipeline at its smoke budget."""
+
+import filecmp
+import json
+import pathlib
+import shutil
+import sys
+
+import pytest
+
+from conftest import REPO, SAMPLE, run_script
+from electra_tf.finetuning import glue
+
+sys.path.insert(0, str(REPO / "experiments"))
+import downstream  # noqa: E402
+import efficiency  # noqa: E402
+import report  # noqa: E402
+
+FIXTURE = pathlib.Path(__file__).parent / "experiments_fixture"
+SIZES = {"train": 64, "dev": 32, "test": 32}
+
+
+@pytest.fixture
+def shared_data(tmp_path: pathlib.Path) -> pathlib.Path:
+    """../shared/data's layout from the shipped slices (the tests never read ../shared)."""
+    shared = tmp_path / "shared"
+    shutil.copytree(FIXTURE, shared)
+    lines = (SAMPLE / "corpus" / "enwiki_sample.txt").read_text().splitlines()[:150]
+    (shared / "corpora" / "enwiki_sample.txt").write_text("\n".join(lines) + "\n")
+    (shared / "vocab").mkdir()
+    shutil.copy(SAMPLE / "vocab.txt", shared / "vocab" / "bert_uncased_vocab.txt")
+    return shared
+
+
+def test_tasks_are_glue_files_with_disjoint_deterministic_splits(shared_data, tmp_path):
+    downstream.build_tasks(str(shared_data), str(tmp_path / "a"), SIZES)
+    downstream.build_tasks(str(shared_data), str(tmp_path / "b"), SIZES)
+    for name in downstream.TASK_NAMES:
+        files = ["train.tsv", "dev.tsv", "test.tsv", "test_labels.tsv"]
+        match, mismatch, errors = filecmp.cmpfiles(tmp_path / "a" / name, tmp_path / "b" / name,
+                                                   files, shallow=False)
+        assert match == files, (name, mismatch, errors)
+
+        task = glue.get_task(name)  # run_finetuning.py's reader takes them as GLUE's files
+        splits = {split: task.read(str(tmp_path / "a" / name), split, double_unordered=False)
+                  for split in ("train", "dev", "test")}
+        assert {split: len(rows) for split, rows in splits.items()} == SIZES
+        labels = (tmp_path / "a" / name / "test_labels.tsv").read_text().splitlines()[1:]
+        assert len(labels) == SIZES["test"]
+        assert all(e.label is None for e in splits["test"])
+        texts = {split: {t for e in rows for t in (e.text_a, e.text_b) if t}
+                 for split, rows in splits.items()}
+        assert not texts["train"] & texts["test"] and not texts["dev"] & texts["test"], name
+
+
+def test_next_sentence_text_is_held_out_of_pretraining(shared_data, tmp_path):
+    downstream.pretraining_corpus(str(shared_data), str(tmp_path / "corpus"))
+    downstream.build_tasks(str(shared_data), str(tmp_path / "tasks"), SIZES, ["qnli"])
+    pretraining = set((tmp_path / "corpus" / "brown_head.txt").read_text().splitlines())
+    task = glue.get_task("qnli")
+    pairs = task.read(str(tmp_path / "tasks" / "qnli"), "train") + \
+        task.read(str(tmp_path / "tasks" / "qnli"), "dev")
+    assert pairs and not {e.text_a for e in pairs} & pretraining
+    assert {e.label for e in pairs} == {"entailment", "not_entailment"}
+
+
+def test_bert_checkpoints_cost_electras_flops():
+    budget = efficiency.BUDGETS["pilot"]
+    budget = efficiency.dataclasses.replace(budget, curve_points=3)
+    electra, bert = efficiency.plan_pretraining(budget, "/nonexistent", ["electra", "mlm"])
+    assert bert.step_flops < electra.step_flops and bert.steps > electra.steps
+    pairs = list(zip(electra.checkpoints(3), bert.checkpoints(3)))
+    assert [e for e, _ in pairs] == [100, 200, 400]
+    for e, b in pairs:  # equal FLOPs to within 1%
+        assert b * bert.step_flops == pytest.approx(e * electra.step_flops, rel=0.01)
+
+
+def _finetune_record(out: pathlib.Path, model: str, lr: float, selection: list[float],
+                     test: list[float]) -> None:
+    efficiency.write_json(str(out / "results" / "finetune" / f"{model}__sst__lr{lr:g}.json"), {
+        "model": model, "task": "sst", "learning_rate": lr,
+        "selection": [{"accuracy": v} for v in selection],
+        "test": [{"accuracy": v} for v in test], "wall_seconds": 1, "cpu_seconds": 1})
+
+
+def test_report_selects_the_learning_rate_on_the_selection_split(tmp_path):
+    efficiency.write_json(str(tmp_path / "results" / "pretrain" / "electra.json"),
+                          {"objective": "electra", "steps": 8, "step_flops": 10.0})
+    # lr 1e-3 wins on the selection split, lr 1e-4 would win on the test split.
+    _finetune_record(tmp_path, "electra_8", 1e-3, [80, 81, 82], [60, 61, 62])
+    _finetune_record(tmp_path, "electra_8", 1e-4, [70, 71, 72], [90, 91, 92])
+    _finetune_record(tmp_path, "no_pretraining", 1e-3, [50, 50, 50], [50, 51, 52])
+    models = {m.name: m for m in report.load(str(tmp_path), ["sst"])}
+    electra = models["electra_8"]
+    assert electra.scores["sst"].learning_rate == 1e-3
+    assert electra.scores["sst"].median == 61 and electra.flops == 80.0
+    assert models["no_pretraining"].step == 0
+    assert report.exceeds_noise([60, 61, 62, 63, 64], [50, 51, 52, 53, 54]) == \
+        (pytest.approx(0.0079, abs=1e-4), True)
+    assert not report.exceeds_noise([60, 61, 62], [50, 51, 52])[1]  # 3 seeds never can
+
+
+def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
+    out, report_dir = tmp_path / "out", tmp_path / "report"
+    command = ["experiments/efficiency.py", "--out", str(out), "--budget", "smoke",
+               "--tasks", "sst", "--shared_data", str(shared_data),
+               "--report_dir", str(report_dir)]
+    first = run_script(*command, timeout=1800)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    table = (report_dir / "efficiency_results.md").read_text()
+    for row in ("| electra_4 |", "| electra_8 |", "| mlm_", "| no_pretraining |"):
+        assert row in table
+    assert (report_dir / "efficiency_curve.png").stat().st_size > 0
+    assert (report_dir / "efficiency_table5.png").stat().st_size > 0
+    raw = json.loads((out / "results" / "finetune" / "electra_8__sst__lr0.001.json").read_text())
+    assert len(raw["test"]) == len(raw["selection"]) == efficiency.BUDGETS["smoke"].trials
+
+    second = run_script(*command, timeout=600)  # everything is done: nothing reruns
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "pretraining electra" not in second.stdout
+    assert "fine-tuning 1/" not in second.stdout

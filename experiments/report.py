@@ -172,6 +172,7 @@ def plot_curve(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     panels = [*tasks, "average"]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
@@ -198,6 +199,9 @@ def plot_curve(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
                      else baseline.scores[panel].median)
             ax.axhline(level, color="gray", linestyle="--", label="no pretraining")
         ax.set_xscale("log")
+        ticks = sorted({m.flops for m in models if m.objective == "electra"})
+        ax.set_xticks(ticks, [f"{t:.2g}" for t in ticks])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("pretraining FLOPs")
         ax.set_title(panel + (" (seed min-max)" if panel == "average" else " (median, IQR)"))
         ax.grid(alpha=0.3)
@@ -232,7 +236,9 @@ def plot_table5(models: Sequence[Model], tasks: Sequence[str], path: str) -> Non
     ours.set_title(f"ours: average test score ({', '.join(tasks)})")
     paper.bar(names, [efficiency.PAPER_TABLE5[n] for n in names], color="tab:gray")
     paper.set_title("paper, Table 5: GLUE dev (Base size)")
-    for ax, values in ((ours, y), (paper, [efficiency.PAPER_TABLE5[n] for n in names])):
+    floor = [baseline.average(tasks)] if baseline is not None else []
+    for ax, values in ((ours, y + floor + [max(s) for s in spread] + [min(s) for s in spread]),
+                       (paper, [efficiency.PAPER_TABLE5[n] for n in names])):
         ax.set_ylim(min(values) - 3, max(values) + 2)
         ax.tick_params(axis="x", rotation=20)
         ax.grid(axis="y", alpha=0.3)

@@ -101,13 +101,14 @@ def test_report_selects_the_learning_rate_on_the_selection_split(tmp_path):
     assert not report.exceeds_noise([60, 61, 62], [50, 51, 52])[1]  # 3 seeds never can
 
 
+@pytest.mark.slow
 def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
+    pytest.importorskip("matplotlib")  # the plots' extra
     out, report_dir = tmp_path / "out", tmp_path / "report"
     command = ["experiments/efficiency.py", "--out", str(out), "--budget", "smoke",
                "--tasks", "sst", "--shared_data", str(shared_data),
                "--report_dir", str(report_dir)]
-    first = run_script(*command, timeout=1800)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    run_script(*command, timeout=1800)  # fails the test on a non-zero exit
     table = (report_dir / "efficiency_results.md").read_text()
     for row in ("| electra_4 |", "| electra_8 |", "| mlm_", "| no_pretraining |"):
         assert row in table
@@ -117,6 +118,5 @@ def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
     assert len(raw["test"]) == len(raw["selection"]) == efficiency.BUDGETS["smoke"].trials
 
     second = run_script(*command, timeout=600)  # everything is done: nothing reruns
-    assert second.returncode == 0, second.stderr[-3000:]
     assert "pretraining electra" not in second.stdout
     assert "fine-tuning 1/" not in second.stdout

@@ -23,7 +23,8 @@ SIZES = {"train": 64, "dev": 32, "test": 32}
 
 @pytest.fixture
 def shared_data(tmp_path: pathlib.Path) -> pathlib.Path:
-    """../shared/data's layout from the shipped slices (the tests never read ../shared)."""
+    """The shared data directory's layout, made from the shipped slices (tests read nothing
+    outside the repository)."""
     shared = tmp_path / "shared"
     shutil.copytree(FIXTURE, shared)
     lines = (SAMPLE / "corpus" / "enwiki_sample.txt").read_text().splitlines()[:150]

@@ -206,8 +206,9 @@ def test_first_position_only_gives_the_full_encoders_cls_vector_and_gradients(ca
     assert outputs[1].shape == (2, 1, 8)
     np.testing.assert_allclose(outputs[1].numpy(), outputs[0][:, :1].numpy(), atol=1e-6)
     for full, first in zip(*gradients):
+        # Gradients reach ~30: float32 rounding of differently shaped matmuls is ~1e-6 of that.
         np.testing.assert_allclose(tf.convert_to_tensor(first).numpy(),
-                                   tf.convert_to_tensor(full).numpy(), atol=1e-6)
+                                   tf.convert_to_tensor(full).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_mixed_bfloat16_step_keeps_float32_variables_and_outputs():

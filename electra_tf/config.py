@@ -12,6 +12,7 @@ Unknown keys, wrong types and impossible values fail here, naming the key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import typing
@@ -152,6 +153,7 @@ class PretrainingConfig(TpuHparams):
     max_predictions_per_seq: int = 0  # derived: int((mask_prob + 0.005) * max_seq_length)
 
     DERIVED: typing.ClassVar[tuple[str, ...]] = ("max_predictions_per_seq",)
+    HPARAMS_DOC: typing.ClassVar[str] = "docs/pretraining.md#hyperparameters"
 
     @property
     def encoder_size(self) -> str:
@@ -194,23 +196,27 @@ def valid_keys(cls: type = PretrainingConfig) -> list[str]:
 
 
 def load_hparams(hparams: str | dict | None) -> dict[str, Any]:
-    """--hparams as the original takes it: a JSON object, or a path ending in .json."""
+    """--hparams as the original takes it: a JSON object, or the path of a JSON file (any file,
+    e.g. <(...), where the original reads only paths ending in .json)."""
     if hparams is None or hparams == "":
         return {}
     if isinstance(hparams, dict):
         return dict(hparams)
-    if hparams.endswith(".json"):
+    text, where = hparams, "--hparams"
+    if not hparams.lstrip().startswith(("{", "[")):  # a path: JSON text would start so
+        if os.path.isdir(hparams):
+            raise ConfigError(f"--hparams {hparams!r} is a directory; pass the path of a JSON "
+                              "file or a JSON object")
         if not os.path.exists(hparams):
-            raise ConfigError(f"--hparams: no such file {hparams!r}")
+            raise ConfigError(f"--hparams: no such file {hparams!r} (nor is it a JSON object "
+                              "such as '{\"model_size\": \"small\"}')")
         with open(hparams) as f:
             text, where = f.read(), hparams
-    else:
-        text, where = hparams, "--hparams"
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{where} is not valid JSON ({e}); pass a JSON object such as "
-                          "'{\"model_size\": \"small\"}' or a path ending in .json") from None
+                          "'{\"model_size\": \"small\"}' or the path of a JSON file") from None
     if not isinstance(value, dict):
         raise ConfigError(f"{where} must be a JSON object, got {type(value).__name__}")
     return value
@@ -275,7 +281,10 @@ def update(config, hparams: dict[str, Any]) -> None:
     types = typing.get_type_hints(cls)
     for key, value in hparams.items():
         if key not in keys:
-            raise ConfigError(f"unknown hparam {key!r}; valid hparams: {', '.join(keys)}")
+            close = difflib.get_close_matches(key, keys, n=3)
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            raise ConfigError(f"unknown hparam {key!r}{hint}; every hparam is listed in "
+                              f"{cls.HPARAMS_DOC}")
         setattr(config, key, _check_type(key, value, types))
 
 

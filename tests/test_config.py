@@ -47,8 +47,9 @@ def test_user_hparams_override_presets_and_debug():
     assert c.bert_config()["hidden_size"] == 144  # the original's debug model
 
 
-def test_hparams_from_a_json_file(tmp_path):
-    path = tmp_path / "h.json"
+@pytest.mark.parametrize("name", ["h.json", "h.txt"])
+def test_hparams_from_a_json_file(tmp_path, name):
+    path = tmp_path / name
     path.write_text(json.dumps({"mask_prob": 0.25, "num_train_steps": 1e6}))
     c = config.from_hparams("m", "/d", str(path))
     assert c.mask_prob == 0.25 and c.num_train_steps == 1000000
@@ -62,7 +63,9 @@ def test_vocab_size_comes_from_the_vocab_file(tmp_path):
 
 
 @pytest.mark.parametrize("hparams, message", [
-    ({"mask_probability": 0.1}, "unknown hparam 'mask_probability'; valid hparams: "),
+    ({"mask_probability": 0.1}, "unknown hparam 'mask_probability' (did you mean 'mask_prob'?); "
+                                "every hparam is listed in docs/pretraining.md#hyperparameters"),
+    ({"lr": 1e-4}, "unknown hparam 'lr'; every hparam is listed in docs/pretraining.md"),
     ({"mask_prob": 0}, "'mask_prob': must be in (0, 1)"),
     ({"mask_prob": "0.15"}, "'mask_prob' must be float"),
     ({"do_eval": "yes"}, "'do_eval' must be true or false"),
@@ -82,11 +85,17 @@ def test_bad_hparams_fail_naming_the_key(hparams, message):
     assert message in str(error.value)
 
 
-def test_bad_hparams_text():
+def test_bad_hparams_text(tmp_path):
     with pytest.raises(config.ConfigError, match="not valid JSON"):
         config.from_hparams("m", "/d", "{mask_prob: 0.1}")
-    with pytest.raises(config.ConfigError, match="no such file"):
-        config.from_hparams("m", "/d", "/nonexistent/h.json")
+    for missing in ("/nonexistent/h.json", "my.txt"):
+        with pytest.raises(config.ConfigError, match=f"--hparams: no such file '{missing}'"):
+            config.from_hparams("m", "/d", missing)
+    with pytest.raises(config.ConfigError, match="is a directory"):
+        config.from_hparams("m", "/d", str(tmp_path))
+    (tmp_path / "bad.txt").write_text("mask_prob = 0.1\n")
+    with pytest.raises(config.ConfigError, match=r"bad\.txt is not valid JSON"):
+        config.from_hparams("m", "/d", str(tmp_path / "bad.txt"))
     with pytest.raises(config.ConfigError, match="must be a JSON object"):
         config.from_hparams("m", "/d", "[1, 2]")
     with pytest.raises(config.ConfigError, match="--model_name is required"):
@@ -96,3 +105,10 @@ def test_bad_hparams_text():
 def test_config_round_trips_through_json():
     c = tiny_config()
     assert json.loads(c.to_json())["model_hparam_overrides"]["hidden_size"] == 32
+
+
+def test_fine_tuning_hparams_point_to_their_own_reference():
+    from electra_tf.finetuning import config as finetuning_config
+    with pytest.raises(config.ConfigError, match=r"unknown hparam 'learning_rat' \(did you mean "
+                       r"'learning_rate'\?\); every hparam is listed in docs/finetuning\.md"):
+        finetuning_config.from_hparams("m", "/d", {"learning_rat": 1e-4})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import tensorflow as tf
 
@@ -30,6 +30,7 @@ class FinetuningConfig(config_lib.TpuHparams):
     """Fine-tuning hyperparameters. Names and meanings are the original's unless marked "ours".
     The TPU ones (use_tpu, tpu_name, ...) come from config.TpuHparams."""
 
+    HPARAMS_DOC: ClassVar[str] = "docs/finetuning.md#hyperparameters"
     model_name: str
     data_dir: str
     debug: bool = False  # tiny model, few examples

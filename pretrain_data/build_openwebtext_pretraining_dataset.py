@@ -46,7 +46,8 @@ def main(argv) -> None:
             FLAGS.num_processes, blanks_separate_docs=False, do_lower_case=FLAGS.do_lower_case,
             do_strip_accents=FLAGS.do_strip_accents, num_out_files=FLAGS.num_out_files,
             seed=FLAGS.seed, strict=FLAGS.strict,
-            source={"kind": "openwebtext", "files": archives})
+            source={"kind": "openwebtext", "files": archives},
+            max_line_chars=FLAGS.max_line_chars, overwrite=FLAGS.overwrite)
     except (ValueError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
     print(json.dumps(summary, indent=2))

@@ -6,35 +6,44 @@ build_pretraining_dataset.py, tokenized with tensorflow-text).
 
 Every file in --corpus_dir (plain, .gz, .bz2 or .xz; UTF-8) is read line by line; with
 --blanks_separate_docs (the default) a blank line ends a document, and the end of a file always
-does. Instead of a directory, --tfds_name reads the text feature of a tensorflow-datasets
-dataset already prepared in --tfds_data_dir (one document per example; nothing is downloaded).
+does. A line longer than --max_line_chars is split at whitespace into pieces of about a sentence,
+since the packing keeps at most one example of a line. Instead of a directory, --tfds_name reads
+the text feature of a tensorflow-datasets dataset already prepared in --tfds_data_dir (one
+document per example; nothing is downloaded).
 
 Lines are packed into examples exactly as the original's ExampleBuilder packs them (see
 ExampleBuilder) and written round-robin into pretrain_data.tfrecord-{i}-of-{num_out_files}.
 Worker j of --num_processes takes files j, j + n, ... and shards likewise. The output is
-deterministic for a given --seed, --num_processes and input. Shards are written under a
-temporary name and renamed only when every worker has finished, so an interrupted or failed
-run never leaves a shard that looks complete. A summary is printed and written to
-build_summary.json next to the shards.
+deterministic for a given --seed, --num_processes and input. Shards are written into
+--output_dir/incomplete/, where no input pattern finds them, and moved into --output_dir only
+when every worker has finished; workers end with the process that started them, and the next
+build removes what an interrupted one left. The shards of an earlier build in --output_dir are
+replaced only with --overwrite. A summary is printed and written to build_summary.json next to
+the shards.
 """
 
 from __future__ import annotations
 
 import bz2
+import codecs
 import concurrent.futures
 import dataclasses
 import gzip
-import itertools
 import json
 import lzma
 import multiprocessing
+import multiprocessing.connection
 import os
 import random
+import re
+import signal
 import sys
 import tarfile
 import threading
 import time
-from typing import Iterator
+import traceback
+import zlib
+from typing import Callable, Iterable, Iterator
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Run as a script (also in the spawned workers), the repository root must be importable.
@@ -45,8 +54,16 @@ from absl import app, flags, logging  # noqa: E402
 
 FLAGS = flags.FLAGS
 SHARD_PREFIX = "pretrain_data.tfrecord"
-LINES_PER_BATCH = 4000  # lines tokenized in one call
+INCOMPLETE_DIR = "incomplete"  # shards being written, inside --output_dir
+_SHARD = re.compile(r"pretrain_data\.tfrecord-\d+-of-\d+")
+LINES_PER_BATCH = 4000  # lines tokenized in one call, or fewer when they hold
+CHARS_PER_BATCH = 1 << 21  # this many characters (the batch's memory stays bounded)
+MAX_LINE_CHARS = 10000  # no paragraph is this long; the packing keeps ~600 characters of a line
+PIECE_CHARS = 100  # the pieces of a longer line: about a sentence
+_READ_BYTES = 1 << 20
 _DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+# What a file's reading raises when the file is unreadable, truncated or corrupt.
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
 
 
 def define_flags(corpus: bool = True) -> None:
@@ -69,7 +86,12 @@ def define_flags(corpus: bool = True) -> None:
     flags.DEFINE_integer("num_out_files", 1000, "Number of output shards.")
     flags.DEFINE_integer("seed", 0, "Seed of the packing's random choices.")
     flags.DEFINE_bool("strict", False, "Fail on an unreadable or non-UTF-8 file instead of "
-                      "skipping it with a warning.")
+                      "skipping the rest of it with a warning.")
+    flags.DEFINE_integer("max_line_chars", MAX_LINE_CHARS, "Lines longer than this are split at "
+                         f"whitespace into pieces of at most {PIECE_CHARS} characters, each "
+                         "packed as a line (the packing keeps at most one example of a line).")
+    flags.DEFINE_bool("overwrite", False, "Replace the shards of an earlier build in the output "
+                      "directory.")
     for name in ("corpus_dir", "vocab_file", "output_dir", "max_seq_length", "num_processes",
                  "blanks_separate_docs", "do_lower_case", "do_strip_accents", "num_out_files",
                  "data_dir"):
@@ -80,10 +102,13 @@ def define_flags(corpus: bool = True) -> None:
 @dataclasses.dataclass
 class Stats:
     files: int = 0
-    lines: int = 0  # non-blank lines read
+    lines: int = 0  # non-blank lines packed (each piece of a split line counts)
     docs: int = 0  # documents holding text
     examples: int = 0
     tokens: int = 0  # real tokens written, [CLS]/[SEP] included
+    text_tokens: int = 0  # tokens of the text read
+    dropped_tokens: int = 0  # of those, cut by the packing's truncation
+    split_lines: int = 0  # lines over max_line_chars, split into pieces
     single_segment: int = 0
     short: int = 0  # examples built to a random target length below max_seq_length
     input_bytes: int = 0  # of the files done (compressed size)
@@ -100,8 +125,9 @@ class ExampleBuilder:
     time the example is a single segment; otherwise sentences fill the first segment up to
     (target - 3) // 2 tokens, a sentence that would overflow it still going in half the time
     while the second segment is empty, and the rest form the second segment. Segment A is cut
-    to max - 2 tokens, B to max - len(A) - 3. After each example, with probability 5% the next
-    target length is randint(5, max), else max."""
+    to max - 2 tokens, B to max - len(A) - 3 (`dropped` counts the tokens these cuts drop).
+    After each example, with probability 5% the next target length is randint(5, max), else
+    max."""
 
     def __init__(self, max_length: int, cls_id: int, sep_id: int, rng: random.Random):
         self.max_length = max_length
@@ -110,6 +136,7 @@ class ExampleBuilder:
         self.sentences: list[list[int]] = []
         self.length = 0
         self.target_length = max_length
+        self.dropped = 0
 
     def add_line(self, token_ids: list[int] | None):
         """Adds a tokenized line; None is a blank line. Returns a finished example or None."""
@@ -138,6 +165,7 @@ class ExampleBuilder:
                 second += sentence
         first = first[:self.max_length - 2]
         second = second[:max(0, self.max_length - len(first) - 3)]
+        self.dropped += self.length - len(first) - len(second)
         short = self.target_length < self.max_length
         self.sentences, self.length = [], 0
         if self.rng.random() < 0.05:
@@ -158,41 +186,153 @@ class ExampleBuilder:
                 "segment_ids": segment_ids + [0] * pad}
 
 
+
 def shard_name(index: int, num_out_files: int) -> str:
     return f"{SHARD_PREFIX}-{index}-of-{num_out_files}"
 
 
-def read_lines(path: str) -> list[str]:
-    """The stripped lines of a UTF-8 text file, decompressed by its extension. Lines end at
-    "\\n" only, as the original's tf.io.gfile iteration. Raises OSError or UnicodeDecodeError."""
+class UnreadableText(Exception):
+    """Text that cannot be read on from byte `offset` (of the decompressed text), in line
+    `line`; the lines before that line were read."""
+
+    def __init__(self, reason: str, offset: int, line: int = 1):
+        super().__init__(reason, offset, line)
+        self.reason, self.offset, self.line = reason, offset, line
+
+    def __str__(self) -> str:
+        return f"{self.reason} at byte {self.offset}, line {self.line}"
+
+
+def _ignore(line: int, chars: int) -> None:
+    pass
+
+
+def _texts(stream) -> Iterator[str]:
+    """The UTF-8 text of a binary stream, read and decoded a bounded piece at a time. Raises
+    UnreadableText where it stops being readable text, after yielding the text before."""
     import tensorflow as tf
+
+    offset, undecoded = 0, b""  # bytes decoded; the start of a character cut by the last read
+    while True:
+        try:
+            data = stream.read(_READ_BYTES)
+        except (tf.errors.OpError, tarfile.TarError, *_READ_ERRORS) as e:
+            raise UnreadableText(str(e), offset + len(undecoded)) from None
+        data, final = undecoded + data, not data
+        try:
+            text, used = codecs.utf_8_decode(data, "strict", final)
+        except UnicodeDecodeError as e:
+            yield data[:e.start].decode("utf-8")
+            raise UnreadableText(f"not UTF-8 ({e.reason})", offset + e.start) from None
+        yield text
+        offset, undecoded = offset + used, data[used:]
+        if final:
+            return
+
+
+def _split(text: str, final: bool) -> tuple[list[str], str]:
+    """The pieces of an over-long line: at most PIECE_CHARS characters each, cut at the last
+    space, tab or carriage return in reach (so that they hold the line's tokens), else after
+    PIECE_CHARS characters. Unless `final`, the end that the next read may continue is returned
+    uncut."""
+    pieces, start = [], 0
+    while len(text) - start > PIECE_CHARS:
+        end = start + PIECE_CHARS
+        cut = max(text.rfind(space, start + 1, end + 1) for space in " \t\r")
+        cut = cut if cut > start else end
+        pieces.append(text[start:cut].strip())
+        start = cut
+    rest = text[start:]
+    if final:
+        pieces.append(rest.strip())
+        rest = ""
+    return [piece for piece in pieces if piece], rest
+
+
+def _lines(texts: Iterable[str], max_line_chars: int = MAX_LINE_CHARS,
+           on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
+    """The stripped lines of a text given in pieces. Lines end at "\\n" only, as the original's
+    tf.io.gfile iteration. A line longer than max_line_chars comes as its pieces (see _split),
+    and on_split(its line number, its length) is called at its end, so that no more than
+    max_line_chars characters of a line are ever held."""
+    rest = ""  # the current line's text not yet yielded
+    split_chars = 0  # > 0 while the current line is over-long: its characters cut into pieces
+    pieces_yielded = False  # of the current over-long line
+    number = 0  # lines completed
+
+    def end_line(line: str) -> Iterator[str]:
+        nonlocal number, split_chars, pieces_yielded
+        number += 1
+        if not split_chars and len(line) <= max_line_chars:
+            yield line.strip()
+            return
+        pieces, _ = _split(line, final=True)
+        yield from pieces
+        if not (pieces or pieces_yielded):
+            yield ""  # a line of spaces is blank, as the original reads it
+        on_split(number, split_chars + len(line))
+        split_chars, pieces_yielded = 0, False
 
     try:
-        with tf.io.gfile.GFile(path, "rb") as raw:
-            opener = _DECOMPRESS.get(os.path.splitext(path)[1].lower())
-            data = opener(raw).read() if opener else raw.read()
-    except (tf.errors.OpError, EOFError, lzma.LZMAError) as e:  # bz2/gzip raise OSError
-        raise OSError(str(e)) from e
-    lines = data.decode("utf-8").split("\n")
-    if lines[-1] == "":
-        lines.pop()  # a final newline ends the last line rather than starting one
-    return [line.strip() for line in lines]
+        for text in texts:
+            *complete, rest = (rest + text).split("\n")
+            for line in complete:
+                yield from end_line(line)
+            if split_chars or len(rest) > max_line_chars:
+                pieces, tail = _split(rest, final=False)
+                yield from pieces
+                pieces_yielded |= bool(pieces)
+                split_chars += len(rest) - len(tail)
+                rest = tail
+        if rest or split_chars:  # a last line without a final "\n"
+            yield from end_line(rest)
+    except UnreadableText as e:
+        e.line = number + 1
+        raise
 
 
-def openwebtext_documents(path: str) -> Iterator[tuple[str, list[str]]]:
-    """(name, lines) of each document of an OpenWebText archive: a tar (of any compression)
-    whose members are text files, themselves plain or .xz."""
+def read_lines(path: str, max_line_chars: int = MAX_LINE_CHARS,
+               on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
+    """The stripped lines of a UTF-8 text file, decompressed by its extension, read as a stream
+    (over-long lines as pieces, see _lines). Raises UnreadableText where the file stops being
+    readable text, after the lines before."""
     import tensorflow as tf
 
-    with tf.io.gfile.GFile(path, "rb") as raw, tarfile.open(fileobj=raw, mode="r:*") as archive:
-        for member in archive:
-            if not member.isfile():
-                continue
-            data = archive.extractfile(member).read()
-            if member.name.endswith(".xz"):
-                data = lzma.decompress(data)
-            lines = data.decode("utf-8").split("\n")
-            yield f"{path}:{member.name}", [line.strip() for line in lines if line.strip()]
+    opener = _DECOMPRESS.get(os.path.splitext(path)[1].lower())
+    with tf.io.gfile.GFile(path, "rb") as raw:  # opens at the first read, inside _texts
+        yield from _lines(_texts(opener(raw) if opener else raw), max_line_chars, on_split)
+
+
+def openwebtext_documents(path: str, on_error: Callable[[str, UnreadableText], None],
+                          max_line_chars: int = MAX_LINE_CHARS,
+                          on_split: Callable[[str], Callable[[int, int], None]] = lambda where:
+                          _ignore) -> Iterator[list[str]]:
+    """The non-blank lines of each document of an OpenWebText archive: a tar (of any
+    compression) whose members are text files, themselves plain or .xz. A document, or the
+    archive, that stops being readable is kept up to there and on_error(where, error) told."""
+    import tensorflow as tf
+
+    offset = 0
+    try:
+        with tf.io.gfile.GFile(path, "rb") as raw, tarfile.open(fileobj=raw, mode="r:*") as tar:
+            for member in tar:
+                offset = tar.offset
+                if not member.isfile():
+                    continue
+                where = f"{path}:{member.name}"
+                stream = tar.extractfile(member)
+                if member.name.endswith(".xz"):
+                    stream = lzma.open(stream)
+                lines = []
+                try:
+                    for line in _lines(_texts(stream), max_line_chars, on_split(where)):
+                        if line:
+                            lines.append(line)
+                except UnreadableText as e:
+                    on_error(where, e)
+                yield lines
+    except (tf.errors.OpError, tarfile.TarError, *_READ_ERRORS) as e:
+        on_error(path, UnreadableText(str(e), offset))
 
 
 def _counters_view(counters, job_id: int):
@@ -202,50 +342,78 @@ def _counters_view(counters, job_id: int):
         [stats.input_bytes, stats.lines, stats.docs, stats.examples, stats.tokens])
 
 
-_COUNTERS = None  # set in each worker by the pool initializer
-
-
-def _init_worker(counters) -> None:
-    global _COUNTERS
-    _COUNTERS = counters
-
-
-def _units(source: dict, mine: list[str], args: dict, rng: random.Random, stats: Stats,
-           skipped: list[str]) -> Iterator[list[str]]:
-    """The line lists this job feeds the builder, each ending a document."""
+def _job_lines(source: dict, mine: list[str], args: dict, rng: random.Random, stats: Stats,
+               notes: dict) -> Iterator[str]:
+    """The lines this job packs, "" ending a document: blank lines (with
+    blanks_separate_docs) and the end of each file, archive document or dataset example."""
     import tensorflow as tf
+
+    max_chars = args["max_line_chars"]
+
+    def on_split(where: str) -> Callable[[int, int], None]:
+        def record(line: int, chars: int) -> None:
+            stats.split_lines += 1
+            if len(notes["split_lines_at"]) < 10:
+                notes["split_lines_at"].append(f"{where}:{line}")
+                logging.warning("%s: line %d holds %s characters; split at whitespace into pieces "
+                                "of at most %d (--max_line_chars %d)", where, line, f"{chars:,}",
+                                PIECE_CHARS, max_chars)
+        return record
+
+    def skip(where: str, error: UnreadableText) -> None:
+        if args["strict"]:
+            raise ValueError(f"{where}: {error} (--nostrict skips the rest of such a file)")
+        logging.warning("skipping the rest of %s: %s (the lines before it are used)", where,
+                        error)
+        notes["skipped"].append({"file": where, "reason": error.reason, "byte": error.offset,
+                                 "line": error.line})
 
     if source["kind"] == "tfds":
         import tensorflow_datasets as tfds
         ds = tfds.builder(source["name"], data_dir=source["data_dir"]).as_dataset(
             split=source["split"], shuffle_files=False)
         for example in ds.shard(args["num_jobs"], args["job_id"]).as_numpy_iterator():
-            lines = example[source["text_key"]].decode("utf-8").split("\n")
-            yield [line.strip() for line in lines if line.strip()]
+            text = example[source["text_key"]].decode("utf-8")
+            yield from (line for line in _lines([text], max_chars, on_split(source["name"]))
+                        if line)
+            yield ""
         return
     for path in mine:
         size = tf.io.gfile.stat(path).length
-        try:
-            if source["kind"] == "openwebtext":
-                documents = [lines for _, lines in openwebtext_documents(path)]
-                rng.shuffle(documents)  # the original shuffles each archive's documents
-                yield from documents
-            else:
-                yield read_lines(path)
-        except (OSError, UnicodeDecodeError, tarfile.TarError, lzma.LZMAError) as e:
-            reason = (f"not UTF-8 ({e.reason} at byte {e.start})"
-                      if isinstance(e, UnicodeDecodeError) else str(e))
-            if args["strict"]:
-                raise ValueError(f"{path}: {reason} (--nostrict skips such files)") from None
-            logging.warning("skipping %s: %s", path, reason)
-            skipped.append(path)
+        if source["kind"] == "openwebtext":
+            documents = list(openwebtext_documents(path, skip, max_chars, on_split))
+            rng.shuffle(documents)  # the original shuffles each archive's documents
+            for lines in documents:
+                yield from lines
+                yield ""
+        else:
+            try:
+                for line in read_lines(path, max_chars, on_split(path)):
+                    if line or args["blanks_separate_docs"]:
+                        yield line
+            except UnreadableText as e:
+                skip(path, e)
+            yield ""
         stats.files += 1
         stats.input_bytes += size
 
 
-def write_examples(job_id: int, num_jobs: int, source: dict, args: dict) -> dict:
-    """One worker: its inputs (index % num_jobs == job_id) into its shards (likewise), under
-    temporary names. Returns its Stats, skipped files and temporary -> final shard names."""
+def _batches(lines: Iterator[str]) -> Iterator[list[str]]:
+    """LINES_PER_BATCH lines at a time, or fewer when they hold CHARS_PER_BATCH characters."""
+    batch, chars = [], 0
+    for line in lines:
+        batch.append(line)
+        chars += len(line)
+        if len(batch) == LINES_PER_BATCH or chars >= CHARS_PER_BATCH:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+def write_examples(job_id: int, num_jobs: int, source: dict, args: dict, counters=None) -> dict:
+    """One worker: its inputs (index % num_jobs == job_id) into its shards (likewise) in
+    output_dir/incomplete/. Returns its Stats, skipped files and where it split lines."""
     import tensorflow as tf
 
     from electra_tf.tokenization import WordPieceTokenizer
@@ -255,13 +423,11 @@ def write_examples(job_id: int, num_jobs: int, source: dict, args: dict) -> dict
     rng = random.Random(f"{args['seed']}-{job_id}")
     builder = ExampleBuilder(args["max_seq_length"], tokenizer.vocab["[CLS]"],
                              tokenizer.vocab["[SEP]"], rng)
-    shards = [i for i in range(args["num_out_files"]) if i % num_jobs == job_id]
-    final = [os.path.join(args["output_dir"], shard_name(i, args["num_out_files"]))
-             for i in shards]
-    temporary = [f"{path}.incomplete" for path in final]
-    writers = [tf.io.TFRecordWriter(path) for path in temporary]
-    stats, skipped = Stats(), []
-    report = _counters_view(_COUNTERS, job_id) if _COUNTERS is not None else lambda s: None
+    temp_dir = os.path.join(args["output_dir"], INCOMPLETE_DIR)
+    writers = [tf.io.TFRecordWriter(os.path.join(temp_dir, shard_name(i, args["num_out_files"])))
+               for i in range(args["num_out_files"]) if i % num_jobs == job_id]
+    stats, notes = Stats(), {"skipped": [], "split_lines_at": []}
+    report = _counters_view(counters, job_id) if counters is not None else lambda s: None
     # One tf.train.Example whose three lists are overwritten for each example (faster than
     # building one per example).
     example_proto = tf.train.Example()
@@ -282,12 +448,8 @@ def write_examples(job_id: int, num_jobs: int, source: dict, args: dict) -> dict
 
     mine = [f for i, f in enumerate(source.get("files", [])) if i % num_jobs == job_id]
     rng.shuffle(mine)  # as the original
-    units = _units(source, mine, dict(args, job_id=job_id, num_jobs=num_jobs), rng, stats,
-                   skipped)
-    # Blank lines and unit ends both end the current document ("").
-    stream = (line for lines in units for line in itertools.chain(
-        (line for line in lines if line or args["blanks_separate_docs"]), [""]))
-    batches = iter(lambda: list(itertools.islice(stream, LINES_PER_BATCH)), [])
+    batches = _batches(_job_lines(source, mine, dict(args, job_id=job_id, num_jobs=num_jobs), rng,
+                                  stats, notes))
     in_doc = False
     # Tokenization (TF ops, which release the GIL) of the next batch overlaps the packing of
     # this one.
@@ -298,8 +460,10 @@ def write_examples(job_id: int, num_jobs: int, source: dict, args: dict) -> dict
         pending = tokenize(next(batches, []))
         try:
             while pending[0]:
-                batch, ids = pending[0], iter(pending[1].result())
+                batch, ids = pending[0], pending[1].result()
                 pending = tokenize(next(batches, []))
+                stats.text_tokens += sum(map(len, ids))
+                ids = iter(ids)
                 for line in batch:
                     example = builder.add_line(next(ids) if line else None)
                     stats.docs += bool(line) and not in_doc
@@ -307,12 +471,80 @@ def write_examples(job_id: int, num_jobs: int, source: dict, args: dict) -> dict
                     if example:
                         emit(example)
                 stats.lines += sum(1 for line in batch if line)
+                stats.dropped_tokens = builder.dropped
                 report(stats)
         finally:
             for writer in writers:
                 writer.close()
-    return {"stats": dataclasses.asdict(stats), "skipped": skipped,
-            "shards": dict(zip(temporary, final))}
+    return {"stats": dataclasses.asdict(stats), **notes}
+
+
+def _exit_with_parent(lifeline) -> None:
+    """Ends this worker when the process that started it ends, however it ends (kill -9
+    included): the kernel then closes the lifeline's only sending end."""
+    try:
+        lifeline.recv()
+    except EOFError:
+        pass
+    os._exit(1)
+
+
+def _worker(job_id: int, num_jobs: int, source: dict, args: dict, counters, lifeline,
+            results) -> None:
+    """A worker process: write_examples, its result or error sent through `results`. Ctrl-C is
+    left to the parent, which stops the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(lifeline,), daemon=True).start()
+    try:
+        result = ("done", write_examples(job_id, num_jobs, source, args, counters))
+    except Exception as e:  # sent as text: not every exception pickles
+        result = ("error", (isinstance(e, ValueError), str(e), traceback.format_exc()))
+    results.send(result)
+
+
+def _run_workers(num_jobs: int, source: dict, args: dict, counters) -> list[dict]:
+    """write_examples in num_jobs spawned processes. One that fails or dies fails the build,
+    and none outlives this call or its process."""
+    context = multiprocessing.get_context("spawn")
+    lifeline, lifeline_end = context.Pipe(duplex=False)  # nothing is ever sent
+    workers, pipes = [], {}
+    try:
+        for job_id in range(num_jobs):
+            receive, send = context.Pipe(duplex=False)
+            worker = context.Process(target=_worker, name=f"builder worker {job_id}", daemon=True,
+                                     args=(job_id, num_jobs, source, args, counters, lifeline,
+                                           send))
+            worker.start()
+            send.close()
+            workers.append(worker)
+            pipes[receive] = job_id
+        results: list[dict] = [{}] * num_jobs
+        while pipes:
+            for pipe in multiprocessing.connection.wait(list(pipes)):
+                job_id = pipes.pop(pipe)
+                try:
+                    status, value = pipe.recv()
+                except EOFError:
+                    workers[job_id].join()
+                    code = workers[job_id].exitcode
+                    how = (f"was killed by {signal.Signals(-code).name}" if code < 0
+                           else f"exited with code {code}")
+                    raise RuntimeError(f"worker {job_id} of --num_processes {num_jobs} {how} "
+                                       "(the out-of-memory killer sends SIGKILL); nothing was "
+                                       "written") from None
+                if status == "error":
+                    is_value_error, message, details = value
+                    if is_value_error:
+                        raise ValueError(message)
+                    raise RuntimeError(f"worker {job_id} failed:\n{details}")
+                results[job_id] = value
+        return results
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.kill()
+            worker.join()
+        lifeline_end.close()
 
 
 def _progress(counters, total_bytes: int | None, stop: threading.Event) -> None:
@@ -341,10 +573,101 @@ def _remove(paths) -> None:
             tf.io.gfile.remove(path)
 
 
+def _remove_if_empty(directory: str) -> None:
+    import tensorflow as tf
+    if tf.io.gfile.isdir(directory) and not tf.io.gfile.listdir(directory):
+        tf.io.gfile.rmtree(directory)
+
+
+def _prepare_output_dir(output_dir: str, num_out_files: int, overwrite: bool) -> list[str]:
+    """Readies output_dir/incomplete/ (removing the shards an interrupted build left there) and
+    returns the shards of an earlier build that this one will not replace, to remove when it
+    is complete. Fails when output_dir holds an earlier build's shards and not `overwrite`, or
+    other files that the input pattern would read with ours."""
+    import tensorflow as tf
+
+    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
+    tf.io.gfile.makedirs(output_dir)
+    names = tf.io.gfile.listdir(output_dir)
+    leftovers = [os.path.join(output_dir, name) for name in names
+                 if name.endswith(".incomplete") and _SHARD.fullmatch(name[:-11])]
+    if tf.io.gfile.isdir(temp_dir):
+        leftovers += [os.path.join(temp_dir, name) for name in tf.io.gfile.listdir(temp_dir)
+                      if _SHARD.fullmatch(name)]
+    if leftovers:
+        logging.warning("removing %d incomplete shards that an interrupted build left (e.g. %s)",
+                        len(leftovers), leftovers[0])
+        _remove(leftovers)
+        _remove_if_empty(temp_dir)
+    ours = sorted(name for name in names if _SHARD.fullmatch(name))
+    foreign = sorted(name for name in names if name.startswith(SHARD_PREFIX)
+                     and not _SHARD.fullmatch(name) and not name.endswith(".incomplete"))
+    if foreign:
+        raise ValueError(f"--output_dir {output_dir} already holds {len(foreign)} other shards "
+                         f"(e.g. {foreign[0]}) that pretraining would read with these; remove "
+                         "them or choose another --output_dir")
+    if ours and not overwrite:
+        counts = sorted({int(name.rsplit("-", 1)[1]) for name in ours})
+        raise ValueError(
+            f"--output_dir {output_dir} already holds {len(ours)} shards of an earlier build "
+            f"(e.g. {ours[0]}; --num_out_files {', '.join(map(str, counts))}); pass --overwrite "
+            "to replace them (they stay until this build is complete) or choose another "
+            "--output_dir")
+    tf.io.gfile.makedirs(temp_dir)
+    new = {shard_name(i, num_out_files) for i in range(num_out_files)}
+    return [os.path.join(output_dir, name) for name in ours if name not in new]
+
+
+def _publish(output_dir: str, num_out_files: int, stale: list[str]) -> None:
+    """Moves the complete shards from output_dir/incomplete/ into output_dir, in place of an
+    earlier build's."""
+    import tensorflow as tf
+
+    _remove([os.path.join(output_dir, "build_summary.json"), *stale])
+    if stale:
+        logging.warning("removed the %d shards of the earlier build in %s (e.g. %s)", len(stale),
+                        output_dir, os.path.basename(stale[0]))
+    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
+    for i in range(num_out_files):
+        name = shard_name(i, num_out_files)
+        tf.io.gfile.rename(os.path.join(temp_dir, name), os.path.join(output_dir, name),
+                           overwrite=True)
+    _remove_if_empty(temp_dir)
+
+
+def _discard(output_dir: str, num_out_files: int) -> None:
+    """Removes this build's incomplete shards."""
+    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
+    _remove(os.path.join(temp_dir, shard_name(i, num_out_files)) for i in range(num_out_files))
+    _remove_if_empty(temp_dir)
+
+
+def _corpus_files(corpus_dir: str | None) -> tuple[list[str], list[str]]:
+    """The files directly in corpus_dir, sorted, and its subdirectories (not read)."""
+    import tensorflow as tf
+
+    if not corpus_dir or not tf.io.gfile.isdir(corpus_dir):
+        raise ValueError(f"--corpus_dir {corpus_dir} is not a directory")
+    paths = sorted(os.path.join(corpus_dir, name.rstrip("/"))
+                   for name in tf.io.gfile.listdir(corpus_dir))
+    directories = [path for path in paths if tf.io.gfile.isdir(path)]
+    files = [path for path in paths if path not in directories]
+    if not files:
+        raise ValueError(f"--corpus_dir {corpus_dir} holds no files" + (
+            f", only subdirectories (e.g. {directories[0]}): give one of them, or move their "
+            "files into it" if directories else ""))
+    if directories:
+        logging.warning("--corpus_dir %s: not reading its %d subdirectories (e.g. %s): the "
+                        "builder reads the files directly in it", corpus_dir, len(directories),
+                        directories[0])
+    return files, directories
+
+
 def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_length: int = 128,
           num_processes: int = 1, blanks_separate_docs: bool = True, do_lower_case: bool = True,
           do_strip_accents: bool = True, num_out_files: int = 1000, seed: int = 0,
-          strict: bool = False, source: dict | None = None, show_progress: bool = True) -> dict:
+          strict: bool = False, source: dict | None = None, show_progress: bool = True,
+          max_line_chars: int = MAX_LINE_CHARS, overwrite: bool = False) -> dict:
     """Builds the TFRecords; returns (and writes to output_dir/build_summary.json) the summary.
 
     `source` is {"kind": "files"|"openwebtext", "files": [...]} or {"kind": "tfds", "name",
@@ -354,32 +677,23 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
     from electra_tf import tokenization
 
     tokenization.check_vocab(tokenization.read_vocab(vocab_file), vocab_file)  # before any worker
+    subdirectories: list[str] = []
     if source is None:
-        if not corpus_dir or not tf.io.gfile.isdir(corpus_dir):
-            raise ValueError(f"--corpus_dir {corpus_dir} is not a directory")
-        files = sorted(os.path.join(corpus_dir, f) for f in tf.io.gfile.listdir(corpus_dir)
-                       if not tf.io.gfile.isdir(os.path.join(corpus_dir, f)))
-        if not files:
-            raise ValueError(f"--corpus_dir {corpus_dir} holds no files")
+        files, subdirectories = _corpus_files(corpus_dir)
         source = {"kind": "files", "files": files}
     if max_seq_length < 5:
         raise ValueError(f"--max_seq_length {max_seq_length} must be at least 5")
     if num_processes < 1 or num_out_files < num_processes:
         raise ValueError(f"--num_out_files {num_out_files} must be at least --num_processes "
                          f"{num_processes}, which must be at least 1")
-    tf.io.gfile.makedirs(output_dir)
-    ours = {shard_name(i, num_out_files) for i in range(num_out_files)}
-    foreign = sorted(f for f in tf.io.gfile.listdir(output_dir)
-                     if f.startswith(SHARD_PREFIX) and f not in ours
-                     and not f.endswith(".incomplete"))
-    if foreign:
-        raise ValueError(f"--output_dir {output_dir} already holds {len(foreign)} other shards "
-                         f"(e.g. {foreign[0]}) that pretraining would read with these; remove "
-                         "them or choose another --output_dir")
+    if max_line_chars < PIECE_CHARS:
+        raise ValueError(f"--max_line_chars {max_line_chars} must be at least {PIECE_CHARS}, the "
+                         "length of the pieces a longer line is split into")
+    stale = _prepare_output_dir(output_dir, num_out_files, overwrite)
     args = dict(vocab_file=vocab_file, output_dir=output_dir, max_seq_length=max_seq_length,
                 blanks_separate_docs=blanks_separate_docs, do_lower_case=do_lower_case,
                 do_strip_accents=do_strip_accents, num_out_files=num_out_files, seed=seed,
-                strict=strict)
+                strict=strict, max_line_chars=max_line_chars)
     total_bytes = (sum(tf.io.gfile.stat(f).length for f in source["files"])
                    if "files" in source else None)
     counters = multiprocessing.get_context("spawn").Array("q", 5 * num_processes, lock=False)
@@ -388,56 +702,56 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
     if show_progress:
         progress.start()
     start = time.time()
-    results = []
     try:
         if num_processes == 1:
-            _init_worker(counters)
-            try:
-                results = [write_examples(0, 1, source, args)]
-            finally:
-                _init_worker(None)
+            results = [write_examples(0, 1, source, args, counters)]
         else:
-            # A worker that dies (killed, out of memory) fails the build (BrokenProcessPool)
-            # instead of hanging it, as multiprocessing.Pool would.
-            with concurrent.futures.ProcessPoolExecutor(
-                    num_processes, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_init_worker, initargs=(counters,)) as pool:
-                jobs = [pool.submit(write_examples, j, num_processes, source, args)
-                        for j in range(num_processes)]
-                results = [job.result() for job in jobs]
+            results = _run_workers(num_processes, source, args, counters)
     except BaseException:
-        _remove(os.path.join(output_dir, f"{name}.incomplete") for name in ours)
+        _discard(output_dir, num_out_files)
         raise
     finally:
         stop.set()
         if show_progress:
             progress.join()
-    total, skipped = Stats(), []
+    total, skipped, split_lines_at = Stats(), [], []
     for result in results:
         total.add(Stats(**result["stats"]))
         skipped += result["skipped"]
-    shards = {tmp: final for result in results for tmp, final in result["shards"].items()}
+        split_lines_at += result["split_lines_at"]
     if total.examples == 0:
-        _remove(shards)
+        _discard(output_dir, num_out_files)
         where = source.get("name") or corpus_dir or "the input"
         raise ValueError(f"{where}: no text to build examples from"
                          + (f" ({len(skipped)} files skipped)" if skipped else ""))
-    for tmp, final in shards.items():
-        tf.io.gfile.rename(tmp, final, overwrite=True)
+    _publish(output_dir, num_out_files, stale)
     elapsed = time.time() - start
+    dropped_share = total.dropped_tokens / max(total.text_tokens, 1)
     summary = {**dataclasses.asdict(total), "skipped_files": skipped,
+               "split_lines_at": split_lines_at[:10], "subdirectories_not_read": subdirectories,
                "seconds": round(elapsed, 2), "tokens_per_second": round(total.tokens / elapsed),
                "single_segment_share": total.single_segment / total.examples,
                "short_share": total.short / total.examples,
+               "dropped_share": dropped_share,
                "padding_fraction": 1 - total.tokens / (total.examples * max_seq_length),
                "max_seq_length": max_seq_length, "num_out_files": num_out_files,
                "num_processes": num_processes, "vocab_file": vocab_file, "seed": seed,
-               "do_lower_case": do_lower_case, "do_strip_accents": do_strip_accents}
+               "do_lower_case": do_lower_case, "do_strip_accents": do_strip_accents,
+               "max_line_chars": max_line_chars}
     with tf.io.gfile.GFile(os.path.join(output_dir, "build_summary.json"), "w") as f:
         f.write(json.dumps(summary, indent=2))
     if skipped:
-        logging.warning("skipped %d unreadable or non-UTF-8 files (listed in "
+        logging.warning("skipped the rest of %d unreadable or non-UTF-8 files (listed in "
                         "build_summary.json); --strict fails on them instead", len(skipped))
+    if total.split_lines:
+        logging.warning("lines longer than --max_line_chars %d split into pieces: %d (the first "
+                        "at %s)", max_line_chars, total.split_lines, split_lines_at[0])
+    if dropped_share > 0.5:
+        logging.warning(
+            "%.0f%% of the text's tokens were cut by the packing, which keeps at most %d tokens "
+            "of a line (the original's rule), and its lines average %.0f tokens: put a sentence "
+            "or a short paragraph on a line, or split longer lines with a lower --max_line_chars",
+            100 * dropped_share, max_seq_length - 2, total.text_tokens / max(total.lines, 1))
     return summary
 
 
@@ -458,7 +772,8 @@ def main(argv) -> None:
         summary = build(FLAGS.corpus_dir, FLAGS.vocab_file, FLAGS.output_dir,
                         FLAGS.max_seq_length, FLAGS.num_processes, FLAGS.blanks_separate_docs,
                         FLAGS.do_lower_case, FLAGS.do_strip_accents, FLAGS.num_out_files,
-                        FLAGS.seed, FLAGS.strict, source)
+                        FLAGS.seed, FLAGS.strict, source, max_line_chars=FLAGS.max_line_chars,
+                        overwrite=FLAGS.overwrite)
     except (ValueError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
     print(json.dumps(summary, indent=2))

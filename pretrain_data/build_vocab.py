@@ -74,7 +74,7 @@ def learn_vocab(files: list[str], vocab_size: int, do_lower_case: bool = True,
 def main(argv) -> None:
     import tensorflow as tf
 
-    from pretrain_data.build_pretraining_dataset import read_lines
+    from pretrain_data.build_pretraining_dataset import UnreadableText, read_lines
 
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
@@ -84,8 +84,9 @@ def main(argv) -> None:
                    if not tf.io.gfile.isdir(os.path.join(FLAGS.corpus_dir, f)))
     for path in files:  # fail before the long part, naming the file
         try:
-            read_lines(path)
-        except (OSError, UnicodeDecodeError) as e:
+            for _ in read_lines(path):
+                pass
+        except UnreadableText as e:
             raise app.UsageError(f"{path}: {e}; remove it from --corpus_dir") from None
     if tf.io.gfile.exists(FLAGS.output_file) and not FLAGS.overwrite:
         raise app.UsageError(f"--output_file {FLAGS.output_file} exists; pass --overwrite to "

@@ -7,10 +7,18 @@ import io
 import json
 import math
 import lzma
+import multiprocessing
+import os
+import pathlib
 import random
 import shutil
+import signal
+import subprocess
 import sys
 import tarfile
+import threading
+import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -18,6 +26,7 @@ import tensorflow as tf
 
 from conftest import BERT_VOCAB, REPO, SAMPLE, TEST_DATA, run_script, tiny_config
 from electra_tf import data
+from electra_tf.tokenization import WordPieceTokenizer
 from pretrain_data import build_pretraining_dataset as builder
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -68,9 +77,9 @@ def test_writes_the_records_the_original_writes(tmp_path):
                     for r in _records([str(tmp_path / "original.tfrecord")])]
 
 
-def test_packing_invariants_and_shares_on_real_text(tmp_path):
-    corpus = _corpus(tmp_path, brown_txt=(TEST_DATA / "brown_sample.txt")
-                     .read_text(encoding="utf-8"))
+def test_packing_invariants_and_shares_on_real_text(tmp_path, caplog):
+    text = (TEST_DATA / "brown_sample.txt").read_text(encoding="utf-8")
+    corpus = _corpus(tmp_path, brown_txt=text)
     summary = _build(corpus, tmp_path / "out", max_seq_length=128, num_out_files=4)
     files = _shards(tmp_path / "out")
     assert len(files) == 4 and not list((tmp_path / "out").glob("*.incomplete"))
@@ -97,6 +106,13 @@ def test_packing_invariants_and_shares_on_real_text(tmp_path):
     assert summary["short"] >= short_padding * 0.9
     on_disk = json.loads((tmp_path / "out" / "build_summary.json").read_text())
     assert on_disk["examples"] == len(examples) and on_disk["lines"] == 3000
+    # Every token of the text is written or counted as cut by the packing's truncation.
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    assert summary["text_tokens"] == sum(map(len, WordPieceTokenizer(str(BERT_VOCAB))
+                                              .tokenize_to_ids(lines)))
+    specials = 3 * summary["examples"] - summary["single_segment"]
+    assert summary["text_tokens"] - summary["dropped_tokens"] == summary["tokens"] - specials
+    assert 0 < summary["dropped_share"] < 0.5 and "were cut by the packing" not in caplog.text
 
 
 def test_blank_lines_separate_documents(tmp_path):
@@ -149,25 +165,45 @@ def test_compressed_files_read_like_plain_ones(tmp_path):
             _records(_shards(tmp_path / "plain_out"))
 
 
-def test_non_utf8_files_are_skipped_or_fail_with_strict(tmp_path, caplog):
-    corpus = _corpus(tmp_path, a_txt=SAMPLE_TEXT.read_text(encoding="utf-8")[:50000],
-                     b_txt="caf\xe9 latin-1\n".encode("latin-1"),
-                     c_gz=b"not gzip data")
+def test_unreadable_files_are_read_up_to_the_problem_or_fail_with_strict(tmp_path, caplog):
+    good = SAMPLE_TEXT.read_text(encoding="utf-8")[:50000]
+    corpus = _corpus(tmp_path, a_txt=good, b_txt="caf\xe9 latin-1\n".encode("latin-1"),
+                     c_gz=b"not gzip data", d_txt=b"first line\nsecond line\ncaf\xe9 third\nfourth\n")
     summary = _build(corpus, tmp_path / "out")
-    assert sorted(summary["skipped_files"]) == [str(corpus / "b.txt"), str(corpus / "c.gz")]
-    assert "skipping" in caplog.text and "not UTF-8" in caplog.text and "b.txt" in caplog.text
+    skipped = {entry.pop("file"): entry for entry in summary["skipped_files"]}
+    assert skipped == {
+        str(corpus / "b.txt"): {"reason": "not UTF-8 (invalid continuation byte)", "byte": 3,
+                                "line": 1},
+        str(corpus / "c.gz"): {"reason": "Not a gzipped file (b'no')", "byte": 0, "line": 1},
+        str(corpus / "d.txt"): {"reason": "not UTF-8 (invalid continuation byte)", "byte": 26,
+                                "line": 3}}
+    assert f"skipping the rest of {corpus / 'd.txt'}: not UTF-8 (invalid continuation byte) " \
+        "at byte 26, line 3 (the lines before it are used)" in caplog.text
+    # The lines before the problem are packed: all of a.txt and d.txt's first two.
+    assert summary["lines"] == sum(1 for line in good.split("\n") if line.strip()) + 2
     assert summary["examples"] > 0 and len(_shards(tmp_path / "out")) == 3
     (corpus / "c.gz").unlink()
-    with pytest.raises(ValueError, match=r"b\.txt: not UTF-8 .* at byte 3\) \(--nostrict"):
-        _build(corpus, tmp_path / "strict", strict=True)
+    (corpus / "d.txt").unlink()
+    with pytest.raises(ValueError, match=r"b\.txt: not UTF-8 \(invalid continuation byte\) at "
+                       r"byte 3, line 1 \(--nostrict"):
+        _build(corpus, tmp_path / "strict", strict=True, num_processes=2)  # raised in a worker
     assert list((tmp_path / "strict").iterdir()) == []  # nothing half-written left behind
 
 
-def test_bad_input_fails_with_a_clear_message(tmp_path):
+def test_bad_input_fails_with_a_clear_message(tmp_path, caplog):
     with pytest.raises(ValueError, match="is not a directory"):
         _build(tmp_path / "nope", tmp_path / "o")
     with pytest.raises(ValueError, match="holds no files"):
         _build(_corpus(tmp_path, "nothing"), tmp_path / "o")
+    nested = _corpus(tmp_path, "nested")
+    (nested / "AA").mkdir()
+    (nested / "AA" / "wiki_00").write_text("text in a subdirectory\n")
+    with pytest.raises(ValueError, match=r"holds no files, only subdirectories \(e\.g\. .*AA\)"):
+        _build(nested, tmp_path / "o")
+    (nested / "top.txt").write_text("text directly in the corpus directory\n")
+    summary = _build(nested, tmp_path / "nested_out")
+    assert summary["subdirectories_not_read"] == [str(nested / "AA")] and summary["lines"] == 1
+    assert "not reading its 1 subdirectories" in caplog.text
     with pytest.raises(ValueError, match="no text to build examples from"):
         _build(_corpus(tmp_path, "blank", a_txt="\n\n  \n"), tmp_path / "o")
     assert not _shards(tmp_path / "o") and not list((tmp_path / "o").glob("*.incomplete"))
@@ -177,9 +213,167 @@ def test_bad_input_fails_with_a_clear_message(tmp_path):
         builder.build(str(SAMPLE / "corpus"), str(bad_vocab), str(tmp_path / "v"))
     other = tmp_path / "other"
     other.mkdir()
-    (other / "pretrain_data.tfrecord-0-of-1000").write_bytes(b"")
+    (other / "pretrain_data.tfrecord-00000.gz").write_bytes(b"")  # not ours
     with pytest.raises(ValueError, match="already holds 1 other shards"):
         _build(SAMPLE / "corpus", other)
+
+
+def test_rebuilding_into_a_folder_of_ours_needs_overwrite(tmp_path, caplog):
+    out = tmp_path / "out"
+    _build(SAMPLE / "corpus", out, num_out_files=4)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    with pytest.raises(ValueError, match=rf"--output_dir {out} already holds 4 shards of an "
+                       r"earlier build \(e\.g\. pretrain_data\.tfrecord-0-of-4; --num_out_files 4"
+                       r"\); pass --overwrite"):
+        _build(SAMPLE / "corpus", out, num_out_files=2)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    summary = _build(SAMPLE / "corpus", out, num_out_files=2, overwrite=True)
+    assert sorted(path.name for path in out.iterdir()) == [
+        "build_summary.json", "pretrain_data.tfrecord-0-of-2", "pretrain_data.tfrecord-1-of-2"]
+    assert "removed the 4 shards of the earlier build" in caplog.text
+    assert len(_examples(_shards(out), 64)) == summary["examples"]
+
+
+def _corpus_with_a_fifo(tmp_path) -> pathlib.Path:
+    """A file for worker 0 and, for worker 1, a named pipe that nothing writes: worker 1 opens
+    its shards (1 and 3) and waits on it until killed."""
+    corpus = _corpus(tmp_path, f0_txt=SAMPLE_TEXT.read_text(encoding="utf-8"))
+    os.mkfifo(corpus / "f1.txt")
+    return corpus
+
+
+def _wait_for(condition, process=None, timeout=300) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process is None or process.poll() is None, "the build ended first"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_killing_the_build_leaves_no_worker_and_no_shard_the_pattern_reads(tmp_path, caplog):
+    """kill -9 of the builder's process while both workers write: they end with it; their
+    shards stay out of the input pattern, and the next build removes them, saying so."""
+    corpus = _corpus_with_a_fifo(tmp_path)
+    out = tmp_path / "out"
+    build = subprocess.Popen(
+        [sys.executable, "pretrain_data/build_pretraining_dataset.py", f"--corpus_dir={corpus}",
+         f"--vocab_file={BERT_VOCAB}", f"--output_dir={out}", "--num_processes=2",
+         "--num_out_files=4"], cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: len(list(out.glob("incomplete/*"))) == 4, build)  # both writing
+        children = [pid for pid in _children(build.pid) if _alive(pid)]
+        assert children  # worker 1 (waiting on the pipe) at least
+        os.kill(build.pid, signal.SIGKILL)
+        build.wait()
+        _wait_for(lambda: not any(map(_alive, children)), timeout=60)
+    finally:
+        os.killpg(build.pid, signal.SIGKILL)
+    assert tf.io.gfile.glob(str(out / "pretrain_data.tfrecord*")) == []
+    _build(SAMPLE / "corpus", out, num_out_files=3)
+    assert "removing 4 incomplete shards that an interrupted build left" in caplog.text
+    assert sorted(path.name for path in out.iterdir()) == ["build_summary.json"] + [
+        f"pretrain_data.tfrecord-{i}-of-3" for i in range(3)]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a named pipe")
+def test_a_worker_that_dies_fails_the_build_and_stops_the_other(tmp_path):
+    corpus = _corpus_with_a_fifo(tmp_path)
+    out = tmp_path / "out"
+
+    def kill_worker_1():
+        try:
+            _wait_for(lambda: len(list(out.glob("incomplete/*"))) == 4)
+            worker, = (p for p in multiprocessing.active_children() if p.name == "builder worker 1")
+            os.kill(worker.pid, signal.SIGKILL)
+        except BaseException:  # end the pipe, so that the build ends and the test fails
+            os.close(os.open(corpus / "f1.txt", os.O_WRONLY | os.O_NONBLOCK))
+            raise
+
+    killer = threading.Thread(target=kill_worker_1)
+    killer.start()
+    with pytest.raises(RuntimeError, match="worker 1 of --num_processes 2 was killed by SIGKILL"):
+        _build(corpus, out, num_processes=2, num_out_files=4)
+    killer.join()
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("builder")]
+    assert list(out.iterdir()) == []
+
+
+def _one_line_of_words(chars: int) -> str:
+    """Real text, every line of the sample joined by spaces, to `chars` characters."""
+    words = " ".join(line for line in SAMPLE_TEXT.read_text(encoding="utf-8").split("\n") if line)
+    return (words * (chars // len(words) + 1))[:chars].strip()
+
+
+def test_an_over_long_line_is_split_and_all_of_it_packed(tmp_path, caplog):
+    """A 300,000-character line without a newline: the packing alone would keep 126 of its
+    ~65,000 tokens."""
+    line = _one_line_of_words(300_000)
+    corpus = _corpus(tmp_path, a_txt=line)
+    summary = _build(corpus, tmp_path / "out", max_seq_length=128, num_out_files=1)
+    tokenizer = WordPieceTokenizer(str(BERT_VOCAB))
+    tokens = tokenizer.tokenize_to_ids([line])[0]
+    assert summary["split_lines"] == 1 and summary["split_lines_at"] == [f"{corpus / 'a.txt'}:1"]
+    assert summary["text_tokens"] == len(tokens) and summary["dropped_share"] < 0.15
+    assert summary["examples"] > 450
+    assert "line 1 holds 300,000 characters; split at whitespace into pieces" in caplog.text
+    # The pieces, cut at spaces, hold exactly the line's tokens.
+    pieces = list(builder.read_lines(str(corpus / "a.txt")))
+    assert len(pieces) > 3000 and max(map(len, pieces)) <= builder.PIECE_CHARS
+    assert sum(tokenizer.tokenize_to_ids(pieces), []) == tokens
+
+
+def test_reading_a_huge_line_holds_a_bounded_part_of_it(tmp_path):
+    path = tmp_path / "huge.txt"
+    with open(path, "wb") as f:
+        for _ in range(200):  # 20 MB, one line
+            f.write(b"word " * 20000)
+    tracemalloc.start()
+    try:
+        pieces = sum(1 for _ in builder.read_lines(str(path)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert pieces == 20_000_000 // 100 and peak < 10_000_000
+
+
+def test_lines_of_a_text_read_in_pieces():
+    text = "first\r\n  second  \n\nthird\n" + "x " * 70 + "\n" + " " * 300 + "\nlast"
+    splits = []
+    whole = list(builder._lines([text], max_line_chars=120,
+                                on_split=lambda line, chars: splits.append((line, chars))))
+    assert whole == ["first", "second", "", "third", ("x " * 50).strip(), ("x " * 20).strip(), "",
+                     "last"]  # the 300 spaces are a blank line
+    assert splits == [(5, 140), (6, 300)]
+    rng = random.Random(0)
+    for _ in range(20):  # wherever the reads cut the text, the same lines
+        cuts = sorted(rng.sample(range(1, len(text)), 8))
+        chunks = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)])]
+        assert list(builder._lines(chunks, max_line_chars=120)) == whole
+    assert list(builder._lines(["a\nb\n"])) == ["a", "b"]  # a final newline ends a line
+    assert list(builder._lines(["\n"])) == [""] and list(builder._lines([""])) == []
+    assert list(builder._lines(["y" * 250], max_line_chars=120)) == ["y" * 100, "y" * 100, "y" * 50]
 
 
 def test_cli_flags_and_dashed_spellings(tmp_path):
@@ -191,6 +385,11 @@ def test_cli_flags_and_dashed_spellings(tmp_path):
     summary = json.loads((tmp_path / "out" / "build_summary.json").read_text())
     assert summary["do_lower_case"] is False and summary["max_seq_length"] == 64
     assert "examples" in result.stdout and "tokens/s" in result.stdout  # progress bar
+    result = run_script("pretrain_data/build_pretraining_dataset.py",
+                        f"--corpus_dir={SAMPLE / 'corpus'}", f"--vocab_file={BERT_VOCAB}",
+                        f"--output_dir={tmp_path / 'out'}", "--num_out_files=4",
+                        expect_failure=True)
+    assert "pass --overwrite to replace them" in result.stderr
     result = run_script("pretrain_data/build_pretraining_dataset.py",
                         f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'x'}",
                         expect_failure=True)
@@ -228,6 +427,23 @@ def test_openwebtext_builder(tmp_path):
     result = run_script("pretrain_data/build_openwebtext_pretraining_dataset.py",
                         f"--data_dir={tmp_path / 'missing'}", expect_failure=True)
     assert result.returncode != 0 and "openwebtext does not exist" in result.stderr
+
+
+def test_an_unreadable_openwebtext_document_is_skipped_alone(tmp_path):
+    archive = tmp_path / "urlsf_subset00-1_data.xz"
+    with tarfile.open(archive, "w:xz") as tar:
+        for name, text in (("a.txt", "good text.\n\nmore good text.\n".encode()),
+                           ("b.txt", "caf\xe9\n".encode("latin-1")),
+                           ("c.txt", "a third document.\n".encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+    summary = builder.build(None, str(BERT_VOCAB), str(tmp_path / "out"), 64, num_out_files=1,
+                            blanks_separate_docs=False, show_progress=False,
+                            source={"kind": "openwebtext", "files": [str(archive)]})
+    assert summary["docs"] == 2 and summary["lines"] == 3
+    assert summary["skipped_files"] == [{"file": f"{archive}:b.txt", "byte": 3, "line": 1,
+                                         "reason": "not UTF-8 (invalid continuation byte)"}]
 
 
 _SAMPLE_WIKI = '''
@@ -288,7 +504,7 @@ def test_example_builder_rules():
     assert b.add_line(None) is None and b.sentences == [[]]  # as the original
     b = builder.ExampleBuilder(16, 101, 102, random.Random(0))
     first, second, _ = b.add_line(list(range(1000, 1030)))  # one over-long line
-    assert len(first) == 14 and second == []  # cut to max - 2, one segment
+    assert len(first) == 14 and second == [] and b.dropped == 16  # cut to max - 2, one segment
     feats = b.features(first, second)
     assert feats["input_ids"][0] == 101 and feats["input_ids"][15] == 102
 

@@ -11,7 +11,7 @@ mkdir -p "$DATA_DIR"
 cp pretrain_data/sample/vocab.txt "$DATA_DIR/vocab.txt"
 python pretrain_data/build_pretraining_dataset.py --corpus_dir pretrain_data/sample/corpus \
   --vocab_file "$DATA_DIR/vocab.txt" --output_dir "$DATA_DIR/pretrain_tfrecords" \
-  --max_seq_length 128 --num_out_files 8
+  --max_seq_length 128 --num_out_files 8 --overwrite
 python run_pretraining.py --data_dir "$DATA_DIR" --model_name quickstart --hparams "$HPARAMS"
 python run_pretraining.py --data_dir "$DATA_DIR" --model_name quickstart --hparams "$(python -c \
   'import json, sys; h = json.load(open(sys.argv[1])); h.update(do_train=False, do_eval=True); print(json.dumps(h))' \

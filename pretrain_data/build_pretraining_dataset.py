@@ -62,8 +62,9 @@ MAX_LINE_CHARS = 10000  # no paragraph is this long; the packing keeps ~600 char
 PIECE_CHARS = 100  # the pieces of a longer line: about a sentence
 _READ_BYTES = 1 << 20
 _DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-# What a file's reading raises when the file is unreadable, truncated or corrupt.
-_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+# What reading a file or an archive raises when it is unreadable, truncated or corrupt (and
+# TensorFlow's OpError, for tf.io.gfile).
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, tarfile.TarError)
 
 
 def define_flags(corpus: bool = True) -> None:
@@ -192,15 +193,15 @@ def shard_name(index: int, num_out_files: int) -> str:
 
 
 class UnreadableText(Exception):
-    """Text that cannot be read on from byte `offset` (of the decompressed text), in line
-    `line`; the lines before that line were read."""
+    """Text that cannot be read on from byte `offset` (of the decompressed text or archive), in
+    line `line` when it is known; the lines before that line were read."""
 
-    def __init__(self, reason: str, offset: int, line: int = 1):
+    def __init__(self, reason: str, offset: int, line: int | None = None):
         super().__init__(reason, offset, line)
         self.reason, self.offset, self.line = reason, offset, line
 
     def __str__(self) -> str:
-        return f"{self.reason} at byte {self.offset}, line {self.line}"
+        return f"{self.reason} at byte {self.offset}" + (f", line {self.line}" if self.line else "")
 
 
 def _ignore(line: int, chars: int) -> None:
@@ -216,7 +217,7 @@ def _texts(stream) -> Iterator[str]:
     while True:
         try:
             data = stream.read(_READ_BYTES)
-        except (tf.errors.OpError, tarfile.TarError, *_READ_ERRORS) as e:
+        except (tf.errors.OpError, *_READ_ERRORS) as e:
             raise UnreadableText(str(e), offset + len(undecoded)) from None
         data, final = undecoded + data, not data
         try:
@@ -303,13 +304,13 @@ def read_lines(path: str, max_line_chars: int = MAX_LINE_CHARS,
         yield from _lines(_texts(opener(raw) if opener else raw), max_line_chars, on_split)
 
 
-def openwebtext_documents(path: str, on_error: Callable[[str, UnreadableText], None],
-                          max_line_chars: int = MAX_LINE_CHARS,
-                          on_split: Callable[[str], Callable[[int, int], None]] = lambda where:
-                          _ignore) -> Iterator[list[str]]:
+def openwebtext_documents(path: str, max_line_chars: int,
+                          on_split: Callable[[str], Callable[[int, int], None]],
+                          on_error: Callable[[str, UnreadableText], None]) -> Iterator[list[str]]:
     """The non-blank lines of each document of an OpenWebText archive: a tar (of any
-    compression) whose members are text files, themselves plain or .xz. A document, or the
-    archive, that stops being readable is kept up to there and on_error(where, error) told."""
+    compression) whose members are text files, themselves plain or .xz. Over-long lines are
+    split as _lines does, on_split(member) telling of them. A document, or the archive, that
+    stops being readable is kept up to there and on_error(where, error) told."""
     import tensorflow as tf
 
     offset = 0
@@ -331,7 +332,7 @@ def openwebtext_documents(path: str, on_error: Callable[[str, UnreadableText], N
                 except UnreadableText as e:
                     on_error(where, e)
                 yield lines
-    except (tf.errors.OpError, tarfile.TarError, *_READ_ERRORS) as e:
+    except (tf.errors.OpError, *_READ_ERRORS) as e:
         on_error(path, UnreadableText(str(e), offset))
 
 
@@ -381,7 +382,7 @@ def _job_lines(source: dict, mine: list[str], args: dict, rng: random.Random, st
     for path in mine:
         size = tf.io.gfile.stat(path).length
         if source["kind"] == "openwebtext":
-            documents = list(openwebtext_documents(path, skip, max_chars, on_split))
+            documents = list(openwebtext_documents(path, max_chars, on_split, skip))
             rng.shuffle(documents)  # the original shuffles each archive's documents
             for lines in documents:
                 yield from lines

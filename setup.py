@@ -25,10 +25,15 @@ setup(
         "absl-py>=1.4",
         "safetensors>=0.4",  # Hugging Face weights, read and written without torch
         "numpy>=1.26",
+        "scikit-learn>=1.3",  # GLUE metrics
+        "scipy>=1.11",  # GLUE metrics
+        "tqdm>=4.60",  # the data builder's progress bar
     ],
     extras_require={
-        # The PyTorch peer for parity tests and benchmarks: the CPU wheel, never the CUDA build.
+        # The PyTorch peer for parity tests and benchmarks. PyPI's Linux wheel is the CUDA build;
+        # the README says how to install the CPU one first.
         "test": ["pytest>=8", "torch==2.13.0", "transformers>=5,<6"],
-        "bench": ["torch==2.13.0", "transformers>=5,<6"],
+        "bench": ["torch==2.13.0", "transformers>=5,<6", "matplotlib>=3.8"],
+        "experiments": ["matplotlib>=3.8"],  # plots
     },
 )

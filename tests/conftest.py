@@ -11,6 +11,11 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+try:  # triton (PyPI's CUDA build of torch has it) crashes imported after TensorFlow, not before
+    import triton  # noqa: F401
+except ImportError:
+    pass
+
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 import numpy as np
 import pytest

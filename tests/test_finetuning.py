@@ -39,7 +39,7 @@ def test_per_task_and_per_size_defaults_as_the_original():
     ({"num_tpu_cores": 8}, "hparam 'num_tpu_cores': TPUStrategy replicates over every core"),
     ({"tpu_job_name": "worker"}, "hparam 'tpu_job_name': TPUClusterResolver finds"),
     ({"max_unfound_fraction": 1.5}, "hparam 'max_unfound_fraction': must be in [0, 1]"),
-    ({"learning_rte": 1e-4}, "unknown hparam 'learning_rte'; valid hparams: "),
+    ({"learning_rte": 1e-4}, "unknown hparam 'learning_rte' (did you mean 'learning_rate'?)"),
     ({"task_names": "mnli"}, "hparam 'task_names' must be list"),
     ({"layerwise_lr_decay": 1.5}, "hparam 'layerwise_lr_decay': must be in [0, 1]"),
     ({"model_size": "huge"}, "hparam 'model_size': unknown size 'huge'"),

@@ -28,11 +28,12 @@ setup(
         "scikit-learn>=1.3",  # GLUE metrics
         "scipy>=1.11",  # GLUE metrics
         "tqdm>=4.60",  # the data builder's progress bar
+        "seqeval>=1.2",  # chunking's F1 (CoNLL-2000 tagging task)
     ],
     extras_require={
         # The PyTorch peer for parity tests and benchmarks. PyPI's Linux wheel is the CUDA build;
         # the README says how to install the CPU one first.
-        "test": ["pytest>=8", "torch==2.13.0", "transformers>=5,<6"],
+        "test": ["pytest>=8", "torch==2.13.0", "transformers>=5,<6", "matplotlib>=3.8"],
         "bench": ["torch==2.13.0", "transformers>=5,<6", "matplotlib>=3.8"],
         "experiments": ["matplotlib>=3.8"],  # plots
     },

@@ -1,10 +1,11 @@
 """Pretraining-data throughput: our TFRecord builder against the original's pure-Python way,
 and the input pipeline against what one training step consumes.
 
-Run from the repository root (reads ../shared/data/ or --corpus files):
+Run from the repository root:
 
-  python benchmarks/data_throughput.py            # 4 copies of both shared corpora, 3 steps
-  python benchmarks/data_throughput.py --quick    # the shipped sample corpus, 1 training step
+  python benchmarks/data_throughput.py            # 4 copies of the shipped sample corpus, 3 steps
+  python benchmarks/data_throughput.py --corpus a.txt b.txt   # 4 copies of your text files
+  python benchmarks/data_throughput.py --quick    # the shipped sample once, 1 training step
 
 In one run on this machine:
   (a) pretrain_data/build_pretraining_dataset.build on the corpus with 1 and 2 processes:
@@ -42,7 +43,7 @@ import pretrain_throughput  # noqa: E402
 from electra_tf import data  # noqa: E402
 from pretrain_data import build_pretraining_dataset as builder  # noqa: E402
 
-SHARED = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
+SAMPLE_CORPUS = os.path.join(REPO_ROOT, "pretrain_data", "sample", "corpus", "enwiki_sample.txt")
 VOCAB = os.path.join(REPO_ROOT, "pretrain_data", "sample", "vocab.txt")
 SEQ_LENGTH = 128
 BATCH = 128
@@ -114,19 +115,17 @@ def training_examples_per_second(steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", nargs="*", help="text files (default: the shared corpora)")
-    parser.add_argument("--quick", action="store_true", help="the shipped sample, 1 step")
+    parser.add_argument("--corpus", nargs="*", help="text files (default: the shipped sample corpus)")
+    parser.add_argument("--quick", action="store_true", help="one copy of the corpus, 1 training step")
     parser.add_argument("--train_steps", type=int, default=3)
     parser.add_argument("--copies", type=int, default=4,
                         help="copies of each file, so that process start-up (each worker imports "
                              "TensorFlow) weighs as little as on a real corpus")
     args = parser.parse_args()
-    if args.quick:
-        files = [os.path.join(REPO_ROOT, "pretrain_data", "sample", "corpus",
-                              "enwiki_sample.txt")]
-    else:
-        files = args.corpus or [os.path.join(SHARED, "corpora", name)
-                                for name in ("enwiki_sample.txt", "brown.txt")]
+    files = args.corpus or [SAMPLE_CORPUS]
+    missing = [path for path in files if not os.path.isfile(path)]
+    if missing:
+        parser.error(f"--corpus: no such file: {', '.join(missing)}")
     work = tempfile.mkdtemp(prefix="data_throughput_")
     try:
         corpus = os.path.join(work, "corpus")

@@ -1,7 +1,8 @@
 """ELECTRA's transformer, as the original's model/modeling.py builds it, in Keras 3.
 
-A BERT encoder (post-LayerNorm, exact GELU, LayerNorm epsilon 1e-12, truncated-normal(0.02)
-initialisation, dropout 0.1, -10000 attention-mask bias) plus the two pretraining heads.
+A BERT encoder (post-LayerNorm, exact GELU, LayerNorm epsilon 1e-12 by default,
+truncated-normal(0.02) initialisation, dropout 0.1, -10000 attention-mask bias) plus the two
+pretraining heads.
 
 Layers, from the bottom up:
   Embeddings        word + position + token type, LayerNorm, dropout (shareable between models)
@@ -43,7 +44,7 @@ from keras import layers, ops
 from electra_tf import fused, training
 
 KERNELS = ("auto", "fused", "reference")
-LAYER_NORM_EPSILON = 1e-12  # the original's contrib layer_norm epsilon
+LAYER_NORM_EPSILON = 1e-12  # the original's contrib layer_norm epsilon; layer_norm_eps's default
 ATTENTION_MASK_BIAS = -10000.0  # the original adds this to masked attention scores
 
 register = keras.saving.register_keras_serializable(package="electra_tf")
@@ -164,7 +165,8 @@ class Embeddings(layers.Layer):
 
     def __init__(self, vocab_size: int, embedding_size: int, max_position_embeddings: int = 512,
                  type_vocab_size: int = 2, initializer_range: float = 0.02,
-                 dropout_rate: float = 0.1, kernels: str = "auto", **kwargs):
+                 dropout_rate: float = 0.1, layer_norm_eps: float = LAYER_NORM_EPSILON,
+                 kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
@@ -172,9 +174,10 @@ class Embeddings(layers.Layer):
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
         self.dropout_rate = dropout_rate
+        self.layer_norm_eps = layer_norm_eps
         self.kernels = kernels
         _, layer_norm, dropout = _layer_classes(use_fused_kernels(kernels))
-        self.layer_norm = layer_norm(epsilon=LAYER_NORM_EPSILON, name="LayerNorm",
+        self.layer_norm = layer_norm(epsilon=layer_norm_eps, name="LayerNorm",
                                      dtype=self.dtype_policy)
         self.dropout = dropout(dropout_rate, dtype=self.dtype_policy)
 
@@ -204,7 +207,7 @@ class Embeddings(layers.Layer):
                 "max_position_embeddings": self.max_position_embeddings,
                 "type_vocab_size": self.type_vocab_size,
                 "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate,
-                "kernels": self.kernels}
+                "layer_norm_eps": self.layer_norm_eps, "kernels": self.kernels}
 
 
 @register
@@ -224,7 +227,7 @@ class TransformerLayer(layers.Layer):
     def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
                  hidden_act: str = "gelu", hidden_dropout_prob: float = 0.1,
                  attention_probs_dropout_prob: float = 0.1, initializer_range: float = 0.02,
-                 kernels: str = "auto", **kwargs):
+                 layer_norm_eps: float = LAYER_NORM_EPSILON, kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_attention_heads:
             raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
@@ -236,6 +239,7 @@ class TransformerLayer(layers.Layer):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
         self.kernels = kernels
         self.fused_kernels = use_fused_kernels(kernels)
         self.head_size = hidden_size // num_attention_heads
@@ -247,8 +251,7 @@ class TransformerLayer(layers.Layer):
                                dtype=self.dtype_policy)
 
         def layer_norm(name):
-            return layer_norm_class(epsilon=LAYER_NORM_EPSILON, name=name,
-                                    dtype=self.dtype_policy)
+            return layer_norm_class(epsilon=layer_norm_eps, name=name, dtype=self.dtype_policy)
 
         self.query = dense(hidden_size, "query")
         self.key = dense(hidden_size, "key")
@@ -355,7 +358,8 @@ class TransformerLayer(layers.Layer):
                 "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
                 "hidden_dropout_prob": self.hidden_dropout_prob,
                 "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
-                "initializer_range": self.initializer_range, "kernels": self.kernels}
+                "initializer_range": self.initializer_range, "layer_norm_eps": self.layer_norm_eps,
+                "kernels": self.kernels}
 
 
 def attention_mask(input_mask, causal: str | None = None):
@@ -396,7 +400,8 @@ class Encoder(layers.Layer):
                  attention_probs_dropout_prob: float = 0.1, max_position_embeddings: int = 512,
                  type_vocab_size: int = 2, initializer_range: float = 0.02,
                  embedding_size: int | None = None, causal: str | None = None,
-                 embeddings: Embeddings | dict | None = None, kernels: str = "auto", **kwargs):
+                 embeddings: Embeddings | dict | None = None,
+                 layer_norm_eps: float = LAYER_NORM_EPSILON, kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -409,6 +414,7 @@ class Encoder(layers.Layer):
         self.max_position_embeddings = max_position_embeddings
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
         self.causal = causal
         self.kernels = kernels
         if isinstance(embeddings, dict):
@@ -416,7 +422,7 @@ class Encoder(layers.Layer):
         if embeddings is None:
             embeddings = Embeddings(
                 vocab_size, embedding_size or hidden_size, max_position_embeddings,
-                type_vocab_size, initializer_range, hidden_dropout_prob, kernels,
+                type_vocab_size, initializer_range, hidden_dropout_prob, layer_norm_eps, kernels,
                 name="embeddings", dtype=self.dtype_policy)
         elif embeddings.vocab_size != vocab_size:
             raise ValueError(f"shared embeddings have vocab_size {embeddings.vocab_size}, "
@@ -431,7 +437,7 @@ class Encoder(layers.Layer):
         self.transformer_layers = [
             TransformerLayer(hidden_size, num_attention_heads, intermediate_size, hidden_act,
                              hidden_dropout_prob, attention_probs_dropout_prob, initializer_range,
-                             kernels, name=f"layer_{i}", dtype=self.dtype_policy)
+                             layer_norm_eps, kernels, name=f"layer_{i}", dtype=self.dtype_policy)
             for i in range(num_hidden_layers)]
 
     def build(self, input_shape=None):
@@ -471,7 +477,7 @@ class Encoder(layers.Layer):
                 "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
                 "max_position_embeddings": self.max_position_embeddings,
                 "type_vocab_size": self.type_vocab_size,
-                "initializer_range": self.initializer_range,
+                "initializer_range": self.initializer_range, "layer_norm_eps": self.layer_norm_eps,
                 "embedding_size": self.embedding_size, "causal": self.causal,
                 "embeddings": keras.saving.serialize_keras_object(self.embeddings),
                 "kernels": self.kernels}
@@ -489,19 +495,21 @@ class MaskedLMHead(layers.Layer):
     """
 
     def __init__(self, vocab_size: int, embedding_size: int, hidden_act: str = "gelu",
-                 initializer_range: float = 0.02, kernels: str = "auto", **kwargs):
+                 initializer_range: float = 0.02, layer_norm_eps: float = LAYER_NORM_EPSILON,
+                 kernels: str = "auto", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
         self.kernels = kernels
         fused_kernels = use_fused_kernels(kernels)
         self.dense = layers.Dense(embedding_size, activation=_activation(hidden_act, fused_kernels),
                                   name="dense", kernel_initializer=_initializer(initializer_range),
                                   dtype=self.dtype_policy)
         self.layer_norm = _layer_classes(fused_kernels)[1](
-            epsilon=LAYER_NORM_EPSILON, name="LayerNorm", dtype=self.dtype_policy)
+            epsilon=layer_norm_eps, name="LayerNorm", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         if input_shape is not None and not self.dense.built:
@@ -519,7 +527,8 @@ class MaskedLMHead(layers.Layer):
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "vocab_size": self.vocab_size,
                 "embedding_size": self.embedding_size, "hidden_act": self.hidden_act,
-                "initializer_range": self.initializer_range, "kernels": self.kernels}
+                "initializer_range": self.initializer_range, "layer_norm_eps": self.layer_norm_eps,
+                "kernels": self.kernels}
 
 
 @register
@@ -623,7 +632,7 @@ class ElectraGenerator(_EncoderWithHead):
 
     def default_head(self, encoder: Encoder) -> MaskedLMHead:
         return MaskedLMHead(encoder.vocab_size, encoder.embedding_size, encoder.hidden_act,
-                            encoder.initializer_range, encoder.kernels,
+                            encoder.initializer_range, encoder.layer_norm_eps, encoder.kernels,
                             name="generator_predictions", dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):

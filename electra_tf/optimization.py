@@ -7,6 +7,9 @@
   plus decoupled weight decay (update += rate * param) skipped for LayerNorm and bias variables.
 - Layer-wise learning-rate decay for fine-tuning (`layerwise_lr_multipliers`): lr x
   decay^(depth from the top), with the original's depths by default.
+- Frozen variables (`AdamWeightDecay.freeze`): on the steps a condition names, a variable and
+  its moments stay as they are (no update, no weight decay); two-stage pretraining freezes each
+  network during the other's stage.
 - Lamb (ours, for large batches): the same update scaled per variable by the trust ratio
   ||param|| / ||update|| (You et al., 2020); LayerNorm and bias variables are not adapted.
 
@@ -27,7 +30,7 @@ see training.apply_gradients.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import keras
 import tensorflow as tf
@@ -63,6 +66,32 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @register
+class RestartingSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """`schedule` run again from its step 0 every `period` steps (each stage of two-stage
+    pretraining has its own warmup and decay).
+
+    >>> inner = WarmupPolynomialDecay(1.0, num_train_steps=10)
+    >>> [round(float(RestartingSchedule(inner, 10)(s)), 2) for s in (0, 5, 10, 15)]
+    [1.0, 0.5, 1.0, 0.5]
+    """
+
+    def __init__(self, schedule: keras.optimizers.schedules.LearningRateSchedule, period: int):
+        self.schedule = schedule
+        self.period = period
+
+    def __call__(self, step):
+        return self.schedule(ops.mod(ops.cast(step, "int64"), self.period))
+
+    def get_config(self) -> dict[str, Any]:
+        return {"schedule": keras.saving.serialize_keras_object(self.schedule),
+                "period": self.period}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> RestartingSchedule:
+        return cls(keras.saving.deserialize_keras_object(config["schedule"]), config["period"])
+
+
+@register
 class AdamWeightDecay(keras.optimizers.Optimizer):
     """The original's AdamWeightDecayOptimizer.
 
@@ -86,6 +115,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = tuple(exclude_from_weight_decay)
+        self._frozen_when: dict[int, Callable[[], Any]] = {}  # variable index -> condition
 
     def build(self, var_list):
         if self.built:
@@ -94,6 +124,18 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
         # By index: update_step may receive the backend variable, which has no Keras path.
         self._multipliers = [self.lr_multipliers.get(v.path, 1.0) for v in var_list]
+
+    def freeze(self, variables: Sequence, condition: Callable[[], Any]) -> None:
+        """Leaves `variables` and their moments unchanged on every step where `condition()`
+        (a boolean scalar, read before the step's update, e.g. from `iterations`) is true.
+        Call after build()."""
+        for variable in variables:
+            self._frozen_when[self._get_variable_index(variable)] = condition
+
+    def _frozen(self, index: int):
+        """The boolean scalar that freezes variable `index` this step, or None."""
+        condition = self._frozen_when.get(index)
+        return None if condition is None else condition()
 
     def is_excluded(self, variable) -> bool:
         """LayerNorm and bias variables (by default): no weight decay, no LAMB adaptation."""
@@ -122,6 +164,13 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return ops.cast(learning_rate, variable.dtype) * multiplier
 
     def update_step(self, gradient, variable, learning_rate):
+        frozen = self._frozen(self._get_variable_index(variable))
+        if frozen is None:
+            self._update(gradient, variable, learning_rate)
+        else:
+            tf.cond(frozen, tf.no_op, lambda: self._update(gradient, variable, learning_rate))
+
+    def _update(self, gradient, variable, learning_rate):
         self.assign_sub(variable, self._lr(learning_rate, variable) *
                         self._adam_update(gradient, variable))
 
@@ -134,30 +183,36 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         grads, variables = zip(*grads_and_vars)
         index = [self._get_variable_index(v) for v in variables]
         moments = [(self._adam_m[i], self._adam_v[i]) for i in index]
+        frozen = [self._frozen(i) for i in index]
         if tuple(index) not in self._fused_updates:
             multipliers = [self._multipliers[i] for i in index]
             decays = [self.uses_weight_decay(v) for v in variables]
+            gated = [f is not None for f in frozen]
             beta_1, beta_2, eps, rate = (self.beta_1, self.beta_2, self.epsilon,
                                          self.weight_decay_rate)
 
             @tf.function(jit_compile=True)
-            def update(params, ms, vs, gradients, lr):
-                out = []
-                for p, m, v, g, mult, decay in zip(params, ms, vs, gradients, multipliers,
-                                                   decays):
+            def update(params, ms, vs, gradients, lr, freezes):
+                out, freezes = [], iter(freezes)
+                for p, m, v, g, mult, decay, gate in zip(params, ms, vs, gradients, multipliers,
+                                                         decays, gated):
                     g = tf.cast(g, p.dtype)
-                    m = beta_1 * m + (1.0 - beta_1) * g
-                    v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
-                    step = m / (tf.sqrt(v) + eps)
+                    new_m = beta_1 * m + (1.0 - beta_1) * g
+                    new_v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
+                    step = new_m / (tf.sqrt(new_v) + eps)
                     if decay:
                         step += rate * p
-                    out.append((p - tf.cast(lr, p.dtype) * mult * step, m, v))
+                    new = (p - tf.cast(lr, p.dtype) * mult * step, new_m, new_v)
+                    if gate:
+                        freeze = next(freezes)
+                        new = tuple(tf.where(freeze, old, n) for old, n in zip((p, m, v), new))
+                    out.append(new)
                 return out
 
             self._fused_updates[tuple(index)] = update
         new = self._fused_updates[tuple(index)]([v.read_value() for v in variables],
                                  [m.value for m, _ in moments], [v.value for _, v in moments],
-                                 list(grads), learning_rate)
+                                 list(grads), learning_rate, [f for f in frozen if f is not None])
         for variable, (m, v), (new_p, new_m, new_v) in zip(variables, moments, new):
             variable.assign(new_p)
             m.assign(new_m)
@@ -180,7 +235,7 @@ class Lamb(AdamWeightDecay):
             raise ValueError("Lamb has no fused update (its trust ratio is per variable)")
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
 
-    def update_step(self, gradient, variable, learning_rate):
+    def _update(self, gradient, variable, learning_rate):
         lr = self._lr(learning_rate, variable)
         update = self._adam_update(gradient, variable)
         if not self.is_excluded(variable):
@@ -219,12 +274,15 @@ def layerwise_lr_multipliers(paths: Sequence[str], num_layers: int, decay: float
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
                      weight_decay_rate: float = 0.0, lr_decay_power: float = 1.0,
                      optimizer: str = "adamw", lr_multipliers: dict[str, float] | None = None,
-                     fused: bool = True) -> AdamWeightDecay:
+                     fused: bool = True, restart_every: int | None = None) -> AdamWeightDecay:
     """The original's create_optimizer, minus the clipping (done on the reduced gradient).
     `fused`: AdamW updates every variable in one XLA computation on a single replica (LAMB,
-    whose trust ratio is per variable, never does)."""
+    whose trust ratio is per variable, never does). `restart_every`: the schedule (warmup,
+    then decay over `num_train_steps`) starts again every that many steps."""
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
                                      lr_decay_power)
+    if restart_every:
+        schedule = RestartingSchedule(schedule, restart_every)
     cls = {"adamw": AdamWeightDecay, "lamb": Lamb}[optimizer]
     return cls(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
                lr_multipliers=lr_multipliers, fused=fused and optimizer == "adamw")

@@ -1,4 +1,4 @@
-"""Converts ELECTRA weights between formats.
+"""Converts ELECTRA weights between formats, with the tokenizer.
 
   python convert_checkpoint.py --input PATH --output DIR --to hf|tf1|saved_model|keras
 
@@ -6,11 +6,17 @@
 electra_small/base/large, the original's run_pretraining.py output), a Hugging Face directory
 (config.json + model.safetensors or pytorch_model.bin) or our discriminator.keras (or the
 directory run_pretraining.py exports into). --to:
-  hf           DIR/discriminator/ and DIR/generator/ (config.json, model.safetensors, vocab.txt)
-               that transformers' ElectraForPreTraining / ElectraForMaskedLM load
-  tf1          DIR/model.ckpt-STEP with the original's variable names (generator included)
-  saved_model  DIR/discriminator/ as a TF SavedModel with serving signatures
-  keras        DIR/discriminator.keras and DIR/generator.keras
+  hf           DIR/discriminator/ and DIR/generator/ (config.json, model.safetensors, vocab.txt,
+               tokenizer_config.json) that transformers' ElectraForPreTraining /
+               ElectraForMaskedLM and ElectraTokenizer(Fast) load
+  tf1          DIR/model.ckpt-STEP with the original's variable names (generator included),
+               electra_config.json (what shapes do not tell), vocab.txt, tokenizer_config.json
+  saved_model  DIR/discriminator/ as a TF SavedModel with serving signatures, the tokenizer in
+               its assets.extra/
+  keras        DIR/discriminator.keras and DIR/generator.keras, vocab.txt, tokenizer_config.json
+
+The vocabulary is --vocab_file, else vocab.txt beside the input, else (for a run_pretraining
+output, DATA_DIR/models/NAME) its pretrain_config.json's vocab_file or DATA_DIR/vocab.txt.
 """
 
 import os
@@ -24,47 +30,74 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Pretrained weights in any supported format.")
 flags.DEFINE_string("output", None, "Output directory.")
 flags.DEFINE_enum("to", None, ["hf", "tf1", "saved_model", "keras"], "Output format.")
-flags.DEFINE_bool("do_lower_case", True, "Written to the Hugging Face tokenizer config when the "
-                  "input does not say.")
+flags.DEFINE_string("vocab_file", None, "The model's vocab.txt, when it is not beside the input "
+                    "(or, for a run_pretraining output, in DATA_DIR).")
+flags.DEFINE_bool("do_lower_case", True, "Written to the tokenizer config when the input does "
+                  "not say.")
+flags.DEFINE_integer("num_attention_heads", None, "The discriminator's attention heads, for a "
+                     "TF1 checkpoint that does not say (no electra_config.json or "
+                     "pretrain_config.json beside it) and whose hidden size is not a multiple "
+                     "of 64.")
 flags.mark_flags_as_required(["input", "output", "to"])
 
 
-def convert(source: str, output: str, to: str, do_lower_case: bool = True) -> list[str]:
+def convert(source: str, output: str, to: str, do_lower_case: bool = True,
+            vocab_file: str | None = None, num_attention_heads: int | None = None) -> list[str]:
     """Returns the paths written."""
     import tensorflow as tf
 
     from electra_tf import checkpoints
 
-    pretrained = checkpoints.load_pretrained(source)
+    pretrained = checkpoints.load_pretrained(source, num_attention_heads)
     models = {"discriminator": pretrained.discriminator, "generator": pretrained.generator}
     models = {name: model for name, model in models.items() if model is not None}
+    vocab_file = vocab_file or pretrained.vocab_file
+    if vocab_file is None:
+        raise FileNotFoundError(
+            f"no vocab.txt found for {source} (beside it, or for a run_pretraining output in "
+            "its pretrain_config.json's vocab_file or DATA_DIR/vocab.txt): an export needs its "
+            "tokenizer; pass --vocab_file")
+    if not tf.io.gfile.exists(vocab_file):
+        raise FileNotFoundError(f"--vocab_file {vocab_file} does not exist")
+    with tf.io.gfile.GFile(vocab_file) as f:
+        tokens = sum(1 for _ in f)
+    vocab_size = next(iter(models.values())).encoder.vocab_size
+    if tokens > vocab_size:
+        raise ValueError(f"{vocab_file} has {tokens} tokens but the model's vocab_size is "
+                         f"{vocab_size}: it is not this model's vocabulary; pass --vocab_file")
     if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
         raise ValueError(f"--output {output} is not empty; choose a new directory")
     tf.io.gfile.makedirs(output)
     lower = pretrained.do_lower_case if pretrained.do_lower_case is not None else do_lower_case
     if to == "hf":
-        return [checkpoints.export_hf(model, os.path.join(output, name), pretrained.vocab_file,
-                                      lower) for name, model in models.items()]
-    if to == "tf1":
-        step = pretrained.global_step or 0
-        return [checkpoints.write_tf1_checkpoint(
-            os.path.join(output, f"model.ckpt-{step}"), pretrained.discriminator,
-            pretrained.generator, step)]
+        return [checkpoints.export_hf(model, os.path.join(output, name), vocab_file, lower)
+                for name, model in models.items()]
     if to == "saved_model":
         if pretrained.discriminator is None:
             raise ValueError(f"{source} holds no discriminator to serve")
         return [checkpoints.export_saved_model(pretrained.discriminator,
-                                               os.path.join(output, "discriminator"))]
-    return [checkpoints.save_keras(model, os.path.join(output, f"{name}.keras"))
-            for name, model in models.items()]
+                                               os.path.join(output, "discriminator"),
+                                               vocab_file, lower)]
+    max_length = next(iter(models.values())).encoder.max_position_embeddings
+    tokenizer = checkpoints.tokenizer_files(vocab_file, lower, max_length)
+    if to == "tf1":
+        step = pretrained.global_step or 0
+        written = [checkpoints.write_tf1_checkpoint(
+            os.path.join(output, f"model.ckpt-{step}"), pretrained.discriminator,
+            pretrained.generator, step)]
+    else:
+        written = [checkpoints.save_keras(model, os.path.join(output, f"{name}.keras"))
+                   for name, model in models.items()]
+    return written + checkpoints.write_files(output, tokenizer)
 
 
 def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     try:
-        for path in convert(FLAGS.input, FLAGS.output, FLAGS.to, FLAGS.do_lower_case):
-            print(f"wrote {path}")
+        for path in convert(FLAGS.input, FLAGS.output, FLAGS.to, FLAGS.do_lower_case,
+                            FLAGS.vocab_file, FLAGS.num_attention_heads):
+            print(f"wrote {path}", flush=True)
     except (ValueError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
 

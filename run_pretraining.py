@@ -35,7 +35,7 @@ flags.DEFINE_alias("model-name", "model_name")
 def _example_markdown(inv_vocab, out: dict, index: int) -> str:
     """One example as a Markdown table: token, masked input, generator sample, verdict."""
     length = int(sum(out["input_mask"][index]))
-    has_disc = "fake_input_ids" in out
+    has_disc = "disc_probs" in out
     rows = ["| pos | original | masked input | " +
             ("generator sample | replaced | p(replaced) |" if has_disc else "prediction |"),
             "|---|---|---|" + ("---|---|---|" if has_disc else "---|")]
@@ -115,7 +115,8 @@ def train_or_eval(config) -> dict[str, float]:
         raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "
                                 "or point model_dir at a pretraining run")
     elif config.init_checkpoint:
-        _initialize_from(config.init_checkpoint, model)
+        for line in pretraining.initialize_from(model, config.init_checkpoint):
+            print(line, flush=True)
 
     per_replica_batch = batch_size // replicas
     dataset = strategy.distribute_datasets_from_function(
@@ -168,29 +169,6 @@ def train_or_eval(config) -> dict[str, float]:
     return results
 
 
-def _initialize_from(path: str, model) -> None:
-    """A new run's weights from pretrained ones (e.g. Google's released electra_small): the
-    discriminator, and the generator when the checkpoint has one of the configured size. The
-    optimizer starts fresh."""
-    from electra_tf import checkpoints
-
-    pretrained = checkpoints.load_pretrained(path)
-    if pretrained.discriminator is None:
-        raise FileNotFoundError(f"init_checkpoint {path} holds no discriminator")
-    checkpoints.copy_weights(pretrained.discriminator, model.discriminator_model())
-    print(f"initialised the discriminator from {pretrained.source} ({pretrained.format}); "
-          "fresh optimizer state", flush=True)
-    generator = model.generator_model()
-    if generator is None:
-        return
-    if pretrained.generator is None:
-        print(f"{pretrained.source} has no generator (the ++ releases do not): the generator "
-              "starts from fresh weights", flush=True)
-        return
-    checkpoints.copy_weights(pretrained.generator, generator, skip_embeddings=True)
-    print(f"initialised the generator from {pretrained.source}", flush=True)
-
-
 def _evaluate(config, strategy, model, metrics, iterator) -> dict[str, float]:
     import tensorflow as tf
 
@@ -216,16 +194,13 @@ def _evaluate(config, strategy, model, metrics, iterator) -> dict[str, float]:
 
 
 def _export(config, model) -> None:
-    """The discriminator and generator as standalone .keras models for fine-tuning."""
-    from electra_tf import checkpoints
+    """The discriminator and generator as standalone .keras models for fine-tuning, with the
+    tokenizer beside them."""
+    from electra_tf import pretraining
 
-    exported = {"discriminator": model.discriminator_model(), "generator": model.generator_model()}
-    for name, keras_model in exported.items():
-        if keras_model is None:
-            continue
-        path = checkpoints.save_keras(keras_model, os.path.join(config.model_dir,
-                                                                f"{name}.keras"))
-        print(f"exported the {name} to {path}", flush=True)
+    for path in pretraining.export(model, config.model_dir, config.vocab_file,
+                                   config.do_lower_case):
+        print(f"exported {path}", flush=True)
 
 
 def main(argv) -> None:

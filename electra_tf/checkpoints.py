@@ -28,17 +28,21 @@ import dataclasses
 import json
 import os
 import re
+import zipfile
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from electra_tf import config as config_lib
 from electra_tf import modeling
 
 # Not model weights: the original's optimizer state and step counter.
 _TF1_EXTRAS = re.compile(r"(/adam_[mv]$|^global_step$|/Adam(_1)?$|^beta[12]_power$)")
 _HF_IGNORED = re.compile(r"(position_ids$|pooler\.)")  # buffers; BERT's pooler (ELECTRA has none)
+# Written beside our TF1 exports: the encoders' hyperparameters that shapes do not show.
+ARCHITECTURE_FILE = "electra_config.json"
 
 
 # ------------------------------------------------------------------------ the canonical names
@@ -143,42 +147,58 @@ class EncoderSizes:
     intermediate_size: int
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
+    hidden_act: str = "gelu"
+    layer_norm_eps: float = modeling.LAYER_NORM_EPSILON
 
     def encoder(self, name: str) -> modeling.Encoder:
         return modeling.Encoder(**dataclasses.asdict(self), name=name)
 
+    @classmethod
+    def of(cls, encoder: modeling.Encoder) -> EncoderSizes:
+        return cls(**{f.name: getattr(encoder, f.name) for f in dataclasses.fields(cls)})
 
-def infer_sizes(weights: dict[str, np.ndarray], scope: str, embeddings_scope: str = "electra",
+
+# Activations that mean the same in a Hugging Face config.json and here.
+HF_ACTIVATIONS = ("gelu", "relu", "silu", "swish", "tanh")
+
+
+def infer_sizes(shapes: dict[str, tuple[int, ...]], scope: str,
                 num_attention_heads: int | None = None) -> EncoderSizes | None:
-    """An encoder's sizes from its TF1-named shapes (None if the scope is absent). Heads cannot
-    be read off shapes: hidden / 64 as the original's configs, unless given."""
+    """An encoder's sizes from its TF1 names' shapes (None if the scope is absent); its
+    embeddings are its own when the scope has them, else the discriminator's (electra/).
+    Heads do not show in shapes: hidden / 64 as the original's configs, unless given."""
     query = f"{scope}/encoder/layer_0/attention/self/query/kernel"
-    if query not in weights:
+    if query not in shapes:
         return None
     layers = 0
-    while f"{scope}/encoder/layer_{layers}/attention/self/query/kernel" in weights:
+    while f"{scope}/encoder/layer_{layers}/attention/self/query/kernel" in shapes:
         layers += 1
-    es = embeddings_scope if f"{embeddings_scope}/embeddings/word_embeddings" in weights else scope
-    vocab, embedding = weights[f"{es}/embeddings/word_embeddings"].shape
-    hidden = weights[query].shape[0]
+    es = scope if f"{scope}/embeddings/word_embeddings" in shapes else "electra"
+    vocab, embedding = shapes[f"{es}/embeddings/word_embeddings"]
+    hidden = shapes[query][0]
     return EncoderSizes(
         vocab_size=vocab, embedding_size=embedding, hidden_size=hidden,
         num_hidden_layers=layers,
         num_attention_heads=num_attention_heads or max(1, hidden // 64),
-        intermediate_size=weights[f"{scope}/encoder/layer_0/intermediate/dense/kernel"].shape[1],
-        max_position_embeddings=weights[f"{es}/embeddings/position_embeddings"].shape[0],
-        type_vocab_size=weights[f"{es}/embeddings/token_type_embeddings"].shape[0])
+        intermediate_size=shapes[f"{scope}/encoder/layer_0/intermediate/dense/kernel"][1],
+        max_position_embeddings=shapes[f"{es}/embeddings/position_embeddings"][0],
+        type_vocab_size=shapes[f"{es}/embeddings/token_type_embeddings"][0])
+
+
+def _shapes(weights: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(value.shape) for name, value in weights.items()}
 
 
 _DISCRIMINATOR_HEAD = "discriminator_predictions/dense/kernel"
 
 
 def build_models(weights: dict[str, np.ndarray], source: str,
-                 heads: dict[str, int | None] | None = None):
+                 sizes: dict[str, EncoderSizes] | None = None):
     """The discriminator (always) and the generator (when the weights hold one) of these
-    weights, assigned. Fails naming the weights nothing took."""
-    heads = heads or {}
-    disc_sizes = infer_sizes(weights, "electra", num_attention_heads=heads.get("electra"))
+    weights, assigned; `sizes` by scope (electra, generator) where known, else inferred from
+    the shapes. Fails naming the weights nothing took."""
+    sizes = sizes or {}
+    disc_sizes = sizes.get("electra") or infer_sizes(_shapes(weights), "electra")
     if disc_sizes is None:
         raise ValueError(f"{source} holds no ELECTRA discriminator (no "
                          "electra/encoder/layer_0/...); found e.g. "
@@ -190,7 +210,7 @@ def build_models(weights: dict[str, np.ndarray], source: str,
     else:  # a bare encoder (ElectraModel, BERT): the replaced-token head starts fresh
         used = _assign_encoder_only(discriminator, weights, source)
     generator = None
-    gen_sizes = infer_sizes(weights, "generator", num_attention_heads=heads.get("generator"))
+    gen_sizes = sizes.get("generator") or infer_sizes(_shapes(weights), "generator")
     if gen_sizes is not None:
         generator = modeling.ElectraGenerator(gen_sizes.encoder("generator"),
                                               name="electra_generator")
@@ -241,24 +261,106 @@ def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
 
 def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,
                          global_step: int | None = None) -> str:
-    """Writes the models' variables under the original's names (generator embeddings shared
-    under electra/ when a discriminator is written too), readable by the original code and by
-    tf.train.load_checkpoint. Returns the prefix."""
+    """Writes the models' variables under the original's names, readable by the original code
+    and by tf.train.load_checkpoint: the generator's embeddings under electra/ when they are
+    the discriminator's (tied, as the original shares them), else under generator/ (the
+    original's untied_generator_embeddings). Beside it, ARCHITECTURE_FILE records what shapes
+    cannot tell (attention heads, activation, LayerNorm epsilon). Returns the prefix."""
     names: dict[str, Any] = {}
+    architecture = {}
     if discriminator is not None:
         names.update(model_variables(discriminator))
+        architecture["discriminator"] = dataclasses.asdict(EncoderSizes.of(discriminator.encoder))
     if generator is not None:
-        for name, var in model_variables(generator).items():
-            names.setdefault(name, var)
+        tied = discriminator is not None and _same_embeddings(discriminator, generator)
+        names.update(model_variables(generator, "electra" if tied else "generator"))
+        architecture["generator"] = dataclasses.asdict(EncoderSizes.of(generator.encoder))
     if global_step is not None:
         names["global_step"] = tf.constant(global_step, tf.int64)
-    tf.io.gfile.makedirs(os.path.dirname(prefix) or ".")
+    directory = os.path.dirname(prefix) or "."
+    tf.io.gfile.makedirs(directory)
     ordered = sorted(names)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=ordered, shape_and_slices=[""] * len(ordered),
                       tensors=[tf.convert_to_tensor(names[n]) for n in ordered])
-    with tf.io.gfile.GFile(os.path.join(os.path.dirname(prefix) or ".", "checkpoint"), "w") as f:
-        f.write(f'model_checkpoint_path: "{os.path.basename(prefix)}"\n')
+    write_files(directory, {
+        ARCHITECTURE_FILE: json.dumps(architecture, indent=2).encode(),
+        "checkpoint": f'model_checkpoint_path: "{os.path.basename(prefix)}"\n'.encode()})
     return prefix
+
+
+def _same_embeddings(discriminator, generator) -> bool:
+    """Whether the generator's embedding block holds the discriminator's values (tied)."""
+    ours = encoder_variables(discriminator.encoder, "electra")
+    theirs = encoder_variables(generator.encoder, "generator", "electra")
+    return all(tuple(ours[n].shape) == tuple(theirs[n].shape)
+               and np.array_equal(np.asarray(ours[n]), np.asarray(theirs[n]))
+               for n in theirs if n.startswith("electra/embeddings/"))
+
+
+def _tf1_sizes(prefix: str, shapes: dict[str, tuple[int, ...]],
+               num_attention_heads: int | None = None) -> dict[str, EncoderSizes]:
+    """The encoders' sizes of a TF1 checkpoint by scope: shapes for the sizes; for the heads,
+    activation and LayerNorm epsilon, `num_attention_heads` (the discriminator's), else the
+    ARCHITECTURE_FILE or the pretrain_config.json beside it, else the original's rules (gelu,
+    1e-12, hidden / 64 heads). The discriminator's heads follow hidden / 64 only by default
+    (model_hparam_overrides may say otherwise): when its hidden size is not a multiple of 64,
+    nothing can tell them, and this fails. The original's generator always has hidden / 64."""
+    saved = _saved_architecture(os.path.dirname(prefix) or ".")
+    sizes = {}
+    for scope in ("electra", "generator"):
+        inferred = infer_sizes(shapes, scope)
+        if inferred is None:
+            continue
+        known = saved.get(scope, {})
+        heads = (num_attention_heads if scope == "electra" else None) or \
+            known.get("num_attention_heads")
+        if heads is None and scope == "electra" and inferred.hidden_size % 64:
+            raise ValueError(
+                f"{prefix}: the number of attention heads does not show in a TF1 checkpoint, "
+                f"and its hidden size {inferred.hidden_size} is not a multiple of 64 (the "
+                "original's head size): put the run's pretrain_config.json (or the "
+                f"{ARCHITECTURE_FILE} our exports write) beside it, or give num_attention_heads "
+                "(convert_checkpoint.py --num_attention_heads, model_hparam_overrides)")
+        sizes[scope] = dataclasses.replace(
+            inferred, num_attention_heads=heads or inferred.num_attention_heads,
+            hidden_act=known.get("hidden_act", inferred.hidden_act),
+            layer_norm_eps=known.get("layer_norm_eps", inferred.layer_norm_eps))
+    return sizes
+
+
+def _saved_architecture(directory: str) -> dict[str, dict[str, Any]]:
+    """{scope: encoder hyperparameters} from the ARCHITECTURE_FILE or the pretrain_config.json
+    in `directory`, or {}."""
+    exported = _read_json(os.path.join(directory, ARCHITECTURE_FILE))
+    if exported is not None:
+        return {scope: exported[key] for scope, key in (("electra", "discriminator"),
+                                                        ("generator", "generator"))
+                if key in exported}
+    run = _read_json(os.path.join(directory, "pretrain_config.json"))
+    if run is None:
+        return {}
+    config = config_lib.saved_config(run)
+    return {"electra": config.bert_config(), "generator": config.generator_bert_config()}
+
+
+def _read_json(path: str) -> Any:
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def write_files(directory: str, files: dict[str, bytes]) -> list[str]:
+    """Writes {name: content} into `directory` through temporary names first: never a
+    half-written file under a final name. Returns the paths."""
+    tf.io.gfile.makedirs(directory)
+    for name, data in files.items():
+        with tf.io.gfile.GFile(os.path.join(directory, name + ".tmp"), "wb") as f:
+            f.write(data)
+    paths = [os.path.join(directory, name) for name in files]
+    for name, path in zip(files, paths):
+        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    return paths
 
 
 # ------------------------------------------------------------------------ Hugging Face
@@ -376,19 +478,43 @@ def hf_config(model) -> dict[str, Any]:
         "attention_probs_dropout_prob": encoder.attention_probs_dropout_prob,
         "max_position_embeddings": encoder.max_position_embeddings,
         "type_vocab_size": encoder.type_vocab_size,
-        "initializer_range": encoder.initializer_range, "layer_norm_eps": 1e-12,
+        "initializer_range": encoder.initializer_range,
+        "layer_norm_eps": encoder.layer_norm_eps,
         "pad_token_id": 0, "position_embedding_type": "absolute", "tie_word_embeddings": True}
+
+
+def hf_sizes(config: dict[str, Any], source: str) -> EncoderSizes:
+    """An encoder's hyperparameters from a Hugging Face config.json (ELECTRA or BERT); fails
+    on what this encoder cannot compute (another activation, relative positions)."""
+    act = config.get("hidden_act", "gelu")
+    if act not in HF_ACTIVATIONS:
+        raise ValueError(f"{source}/config.json: hidden_act {act!r} is not supported; "
+                         f"supported: {list(HF_ACTIVATIONS)}")
+    positions = config.get("position_embedding_type", "absolute")
+    if positions != "absolute":
+        raise ValueError(f"{source}/config.json: position_embedding_type {positions!r} is not "
+                         "supported (ELECTRA's are absolute)")
+    hidden = config["hidden_size"]
+    return EncoderSizes(
+        vocab_size=config["vocab_size"], embedding_size=config.get("embedding_size", hidden),
+        hidden_size=hidden, num_hidden_layers=config["num_hidden_layers"],
+        num_attention_heads=config["num_attention_heads"],
+        intermediate_size=config["intermediate_size"],
+        max_position_embeddings=config.get("max_position_embeddings", 512),
+        type_vocab_size=config.get("type_vocab_size", 2), hidden_act=act,
+        layer_norm_eps=config.get("layer_norm_eps", modeling.LAYER_NORM_EPSILON))
 
 
 def export_hf(model, directory: str, vocab_file: str | None = None,
               do_lower_case: bool = True) -> str:
-    """Writes config.json and model.safetensors (and vocab.txt and tokenizer_config.json when a
-    vocab is given) that transformers' ElectraForPreTraining / ElectraForMaskedLM load."""
+    """Writes config.json and model.safetensors (and, when a vocab is given, the tokenizer:
+    vocab.txt and tokenizer_config.json) that transformers' ElectraForPreTraining /
+    ElectraForMaskedLM and ElectraTokenizer(Fast) load."""
     from safetensors.numpy import save as save_safetensors
 
     generator = isinstance(model, modeling.ElectraGenerator)
     scope = "generator" if generator else "electra"
-    weights = {name: var.numpy() for name, var in model_variables(model, scope).items()}
+    weights = {name: np.asarray(var) for name, var in model_variables(model, scope).items()}
     pairs = _hf_encoder_pairs(model.encoder.num_hidden_layers, scope, "electra.",
                               model.encoder.embeddings_project is not None)
     pairs += _HF_GENERATOR_HEAD if generator else _HF_DISCRIMINATOR_HEAD
@@ -396,21 +522,56 @@ def export_hf(model, directory: str, vocab_file: str | None = None,
              for tf1, hf, transpose in pairs}
     if generator:
         state["generator_lm_head.weight"] = state["electra.embeddings.word_embeddings.weight"]
-    tf.io.gfile.makedirs(directory)
     files = {"config.json": json.dumps(hf_config(model), indent=2).encode(),
              "model.safetensors": save_safetensors(state, metadata={"format": "pt"})}
     if vocab_file:
-        with tf.io.gfile.GFile(vocab_file, "rb") as f:
-            files["vocab.txt"] = f.read()
-        files["tokenizer_config.json"] = json.dumps(
-            {"do_lower_case": do_lower_case, "tokenizer_class": "ElectraTokenizer"}).encode()
-    for name, data in files.items():  # temporary names first: never a half-written model
-        with tf.io.gfile.GFile(os.path.join(directory, name + ".tmp"), "wb") as f:
-            f.write(data)
-    for name in files:
-        tf.io.gfile.rename(os.path.join(directory, name + ".tmp"), os.path.join(directory, name),
-                           overwrite=True)
+        files.update(tokenizer_files(vocab_file, do_lower_case,
+                                     model.encoder.max_position_embeddings))
+    write_files(directory, files)
     return directory
+
+
+# ------------------------------------------------------------------------ the tokenizer
+
+def tokenizer_files(vocab_file: str, do_lower_case: bool,
+                    model_max_length: int | None = None) -> dict[str, bytes]:
+    """vocab.txt and the tokenizer_config.json with which transformers' ElectraTokenizer(Fast)
+    tokenizes as the model was trained (BERT's WordPiece, lower-casing or not)."""
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+        vocab = f.read()
+    config = {"do_lower_case": do_lower_case, "tokenizer_class": "ElectraTokenizer"}
+    if model_max_length:
+        config["model_max_length"] = model_max_length
+    return {"vocab.txt": vocab, "tokenizer_config.json": json.dumps(config, indent=2).encode()}
+
+
+def find_vocab(path: str) -> str | None:
+    """The vocabulary of the model at `path`: vocab.txt beside it, else (for a run_pretraining
+    output, DATA_DIR/models/NAME) its pretrain_config.json's vocab_file or DATA_DIR/vocab.txt."""
+    directory = _directory(path)
+    candidates = [os.path.join(directory, "vocab.txt")]
+    run = _read_json(os.path.join(directory, "pretrain_config.json")) or {}
+    if run.get("vocab_file"):
+        candidates.append(run["vocab_file"])
+    if os.path.basename(os.path.dirname(directory)) == "models":
+        candidates.append(os.path.join(os.path.dirname(os.path.dirname(directory)), "vocab.txt"))
+    return next((c for c in candidates if tf.io.gfile.exists(c)), None)
+
+
+def find_do_lower_case(path: str) -> bool | None:
+    """do_lower_case from the tokenizer_config.json beside the model at `path`, else from its
+    run's pretrain_config.json; None when neither says."""
+    directory = _directory(path)
+    for name in ("tokenizer_config.json", "pretrain_config.json"):
+        found = (_read_json(os.path.join(directory, name)) or {}).get("do_lower_case")
+        if found is not None:
+            return found
+    return None
+
+
+def _directory(path: str) -> str:
+    path = path.rstrip("/")
+    return path if tf.io.gfile.isdir(path) else (os.path.dirname(path) or ".")
 
 
 def save_keras(model: keras.Model, path: str) -> str:
@@ -424,11 +585,14 @@ def save_keras(model: keras.Model, path: str) -> str:
 
 # ------------------------------------------------------------------------ SavedModel
 
-def export_saved_model(model, directory: str) -> str:
+def export_saved_model(model, directory: str, vocab_file: str | None = None,
+                       do_lower_case: bool = True) -> str:
     """A TF SavedModel that tf.saved_model.load runs without this package. Inputs: int32
     [batch, length] `input_ids`, `input_mask`, `segment_ids`. Signatures: `serving_default`
     gives the model's outputs (a discriminator: per-token `logits` and `sequence_output`; a
-    fine-tuned model: each task's outputs), `sequence_embeddings` the encoder's output."""
+    fine-tuned model: each task's outputs), `sequence_embeddings` the encoder's output. With a
+    vocab, the tokenizer (vocab.txt, tokenizer_config.json) goes into assets.extra/, the
+    SavedModel's place for files the graph does not use."""
     spec = {name: tf.TensorSpec([None, None], tf.int32, name=name)
             for name in ("input_ids", "input_mask", "segment_ids")}
 
@@ -451,15 +615,23 @@ def export_saved_model(model, directory: str) -> str:
     archive.add_endpoint("serving_default", outputs, input_signature=[spec])
     archive.add_endpoint("sequence_embeddings", embeddings, input_signature=[spec])
     archive.write_out(directory, verbose=False)
+    if vocab_file:
+        write_files(os.path.join(directory, "assets.extra"),
+                    tokenizer_files(vocab_file, do_lower_case,
+                                    model.encoder.max_position_embeddings))
     return directory
 
 
 # ------------------------------------------------------------------------ detection
 
+class NoPretrainedModel(FileNotFoundError):
+    """Nothing at the path is a pretrained model in any format."""
+
+
 @dataclasses.dataclass
 class Pretrained:
     """What load_pretrained found: the models and the tokenizer settings next to them."""
-    discriminator: modeling.ElectraDiscriminator
+    discriminator: modeling.ElectraDiscriminator | None
     generator: modeling.ElectraGenerator | None
     vocab_file: str | None
     do_lower_case: bool | None
@@ -469,53 +641,97 @@ class Pretrained:
     has_discriminator_head: bool = True  # False: a bare encoder, the head freshly initialised
 
 
-def _vocab_next_to(path: str) -> str | None:
-    directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
-    vocab = os.path.join(directory, "vocab.txt")
-    return vocab if tf.io.gfile.exists(vocab) else None
+@dataclasses.dataclass
+class Architecture:
+    """What read_architecture found: the encoders' hyperparameters, without the weights."""
+    discriminator: EncoderSizes | None
+    generator: EncoderSizes | None
+    source: str
+    format: str
 
 
-def load_pretrained(path: str) -> Pretrained:
+def _locate(path: str) -> tuple[str, str]:
+    """(format, where): ("huggingface", directory), ("keras", discriminator.keras) or
+    ("tf1", checkpoint prefix); fails naming what it expected."""
+    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")):
+        return "huggingface", path
+    keras_file = os.path.join(path, "discriminator.keras") if tf.io.gfile.isdir(path) else path
+    if keras_file.endswith(".keras") and tf.io.gfile.exists(keras_file):
+        return "keras", keras_file
+    prefix = tf1_checkpoint_prefix(path)
+    if prefix is not None:
+        if "_CHECKPOINTABLE_OBJECT_GRAPH" in dict(tf.train.list_variables(prefix)):
+            if tf.io.gfile.exists(os.path.join(_directory(path), "pretrain_config.json")):
+                raise FileNotFoundError(
+                    f"{path} is a run_pretraining directory without its exported models "
+                    "(discriminator.keras is written when training ends): rerun the same "
+                    "run_pretraining.py command to finish and export it")
+            raise FileNotFoundError(f"{prefix} is a TF2 object checkpoint, not ELECTRA weights "
+                                    "in the original's names")
+        return "tf1", prefix
+    raise NoPretrainedModel(
+        f"{path}: no pretrained ELECTRA found (expected a TF1 checkpoint, a Hugging Face "
+        "directory with config.json, or discriminator.keras)")
+
+
+def load_pretrained(path: str, num_attention_heads: int | None = None) -> Pretrained:
     """Loads any of: a TF1 checkpoint (directory or prefix; Google's releases and the original
     run_pretraining.py's output), a Hugging Face directory (config.json + model.safetensors or
     pytorch_model.bin; discriminator or generator), our discriminator.keras (or a directory
-    holding it, with generator.keras when present)."""
-    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")):
-        state, config = read_hf_state(path)
-        weights = hf_to_tf1(state, config, path)
-        heads = config.get("num_attention_heads")
-        scope = "generator" if "generator_predictions/dense/kernel" in weights else "electra"
-        if scope == "generator":
-            sizes = infer_sizes(weights, "generator", "generator", heads)
+    holding it, with generator.keras when present). `num_attention_heads`: the
+    discriminator's, for a TF1 checkpoint that does not say (see _tf1_sizes)."""
+    kind, where = _locate(path)
+    discriminator = generator = step = None
+    head = True  # False: a bare encoder, its replaced-token head freshly initialised
+    if kind == "huggingface":
+        state, config = read_hf_state(where)
+        weights = hf_to_tf1(state, config, where)
+        sizes = hf_sizes(config, where)
+        if "generator_predictions/dense/kernel" in weights:
             generator = modeling.ElectraGenerator(sizes.encoder("generator"),
                                                   name="electra_generator")
-            assign(generator, weights, path, embeddings_scope="generator")
-            discriminator = None
+            assign(generator, weights, where, embeddings_scope="generator")
         else:
-            discriminator, generator = build_models(weights, path, {"electra": heads})
-        lower = None
-        tokenizer_config = os.path.join(path, "tokenizer_config.json")
-        if tf.io.gfile.exists(tokenizer_config):
-            with tf.io.gfile.GFile(tokenizer_config) as f:
-                lower = json.load(f).get("do_lower_case")
-        return Pretrained(discriminator, generator, _vocab_next_to(path), lower, path,
-                          "huggingface",
-                          has_discriminator_head=_DISCRIMINATOR_HEAD in weights)
-    keras_file = os.path.join(path, "discriminator.keras") if tf.io.gfile.isdir(path) else path
-    if keras_file.endswith(".keras") and tf.io.gfile.exists(keras_file):
-        discriminator = keras.saving.load_model(keras_file, compile=False)
-        generator_file = os.path.join(os.path.dirname(keras_file), "generator.keras")
-        generator = (keras.saving.load_model(generator_file, compile=False)
-                     if tf.io.gfile.exists(generator_file) else None)
-        return Pretrained(discriminator, generator, _vocab_next_to(keras_file), None, keras_file,
-                          "keras")
-    prefix = tf1_checkpoint_prefix(path)
-    if prefix is not None:
-        weights = read_tf1_checkpoint(prefix)
-        discriminator, generator = build_models(weights, prefix)
+            discriminator, generator = build_models(weights, where, {"electra": sizes})
+            head = _DISCRIMINATOR_HEAD in weights
+    elif kind == "keras":
+        discriminator = keras.saving.load_model(where, compile=False)
+        generator_file = os.path.join(os.path.dirname(where), "generator.keras")
+        if tf.io.gfile.exists(generator_file):
+            generator = keras.saving.load_model(generator_file, compile=False)
+    else:
+        weights = read_tf1_checkpoint(where)
+        discriminator, generator = build_models(
+            weights, where, _tf1_sizes(where, _shapes(weights), num_attention_heads))
         step = int(weights["global_step"]) if "global_step" in weights else None
-        return Pretrained(discriminator, generator, _vocab_next_to(path), None, prefix, "tf1",
-                          step, has_discriminator_head=_DISCRIMINATOR_HEAD in weights)
-    raise FileNotFoundError(
-        f"{path}: no pretrained ELECTRA found (expected a TF1 checkpoint, a Hugging Face "
-        "directory with config.json, or discriminator.keras)")
+        head = _DISCRIMINATOR_HEAD in weights
+    return Pretrained(discriminator, generator, find_vocab(where), find_do_lower_case(where),
+                      where, kind, step, head)
+
+
+def read_architecture(path: str, num_attention_heads: int | None = None) -> Architecture:
+    """The hyperparameters of the encoders at `path` (any format load_pretrained reads), from
+    config.json, the .keras files' configs or the TF1 shapes (see _tf1_sizes), without
+    loading the weights."""
+    kind, where = _locate(path)
+    if kind == "huggingface":
+        config = _read_json(os.path.join(where, "config.json"))
+        sizes = hf_sizes(config, where)
+        if any(a.endswith("ForMaskedLM") for a in config.get("architectures") or []):
+            return Architecture(None, sizes, where, kind)
+        return Architecture(sizes, None, where, kind)
+    if kind == "keras":
+        generator_file = os.path.join(os.path.dirname(where), "generator.keras")
+        return Architecture(_keras_sizes(where), _keras_sizes(generator_file)
+                            if tf.io.gfile.exists(generator_file) else None, where, kind)
+    sizes = _tf1_sizes(where, {name: tuple(shape) for name, shape
+                               in tf.train.list_variables(where)}, num_attention_heads)
+    return Architecture(sizes.get("electra"), sizes.get("generator"), where, kind)
+
+
+def _keras_sizes(keras_file: str) -> EncoderSizes:
+    """The encoder's hyperparameters from a .keras archive's config.json."""
+    with tf.io.gfile.GFile(keras_file, "rb") as f, zipfile.ZipFile(f) as archive:
+        encoder = json.loads(archive.read("config.json"))["config"]["encoder"]["config"]
+    return EncoderSizes(**{f.name: encoder[f.name] for f in dataclasses.fields(EncoderSizes)
+                           if f.name in encoder})

@@ -26,6 +26,12 @@ STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 OPTIMIZERS = ("adamw", "lamb")
 KERNELS = ("auto", "fused", "reference")  # modeling.KERNELS: the transformer's implementation
+# Ours (see objectives.py and pretraining.py): what the discriminator-sized model learns, how the
+# two networks train, and how their embeddings relate.
+OBJECTIVES = ("electra", "electra_15", "mlm", "replace_mlm", "all_tokens_mlm", "electric")
+TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
+EMBEDDING_SHARING = ("tied", "untied", "gdes")
+DETECTION_OBJECTIVES = ("electra", "electra_15")  # the ones two_stage and adversarial train
 
 # Transformer sizes from the original's util/training_utils.get_bert_config; heads and FFN width
 # follow the hidden size (64-dim heads, 4x FFN) unless model_hparam_overrides says otherwise.
@@ -38,12 +44,13 @@ _ENCODER_SIZES = {
 _BERT_DEFAULTS = {
     "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
     "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
 }
 # BERT config keys that model_hparam_overrides may set (the original's modeling.BertConfig).
 BERT_CONFIG_KEYS = (
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
     "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
-    "max_position_embeddings", "type_vocab_size", "initializer_range",
+    "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps",
 )
 
 
@@ -91,8 +98,11 @@ class PretrainingConfig(TpuHparams):
     # Objective. electra_objective=false trains a BERT-style masked LM with the same masking.
     electra_objective: bool = True
     electric_objective: bool = False  # Electric (Clark et al., EMNLP 2020), two-tower generator
+    objective: str = "electra"  # ours: one of OBJECTIVES; the two above are its old spellings
+    training_algorithm: str = "joint"  # ours: joint, two_stage or adversarial (paper 3.2)
     gen_weight: float = 1.0
-    disc_weight: float = 50.0
+    disc_weight: float = 50.0  # replace_mlm and all_tokens_mlm: 1.0 unless set
+    adversarial_mlm_weight: float = 0.0  # ours: MLM loss in the adversarial generator's loss
     mask_prob: float = 0.15
 
     # Optimization
@@ -122,6 +132,7 @@ class PretrainingConfig(TpuHparams):
     uniform_generator: bool = False
     two_tower_generator: bool = False
     untied_generator_embeddings: bool = False
+    embedding_sharing: str = "tied"  # ours: tied, untied or gdes; the above is "untied"
     untied_generator: bool = True
     generator_layers: float = 1.0
     generator_hidden_size: float = 0.25
@@ -236,17 +247,61 @@ def preset(model_size: str) -> dict[str, Any]:
 SHAPE_KEYS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
               "generator_hidden_size", "generator_layers", "untied_generator_embeddings",
               "untied_generator", "uniform_generator", "electra_objective",
-              "electric_objective", "two_tower_generator", "debug")
+              "electric_objective", "two_tower_generator", "debug", "objective",
+              "training_algorithm", "embedding_sharing")
+
+
+def resolve_spellings(hparams: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """`objective` and `embedding_sharing` from the original's spellings (electra_objective,
+    electric_objective, untied_generator_embeddings) unless given, and those spellings set to
+    agree with them; `training_algorithm` two_stage implies untied embeddings. Fails on a
+    contradiction between values the user gave. Returns the updates."""
+    objective = user.get("objective") or legacy_objective(hparams)
+    contradictions = []
+    if "electric_objective" in user and user["electric_objective"] != (objective == "electric"):
+        contradictions.append(f"electric_objective {user['electric_objective']}")
+    if "electra_objective" in user and objective != "electric" and \
+            user["electra_objective"] != (objective in DETECTION_OBJECTIVES):
+        contradictions.append(f"electra_objective {user['electra_objective']}")
+    if contradictions:
+        raise ConfigError(f"hparam 'objective' is {objective!r} but {' and '.join(contradictions)}"
+                          " says otherwise; set only 'objective' (electra_objective and "
+                          "electric_objective are its old spellings)")
+    two_stage = hparams.get("training_algorithm") == "two_stage"
+    sharing = user.get("embedding_sharing") or (
+        "untied" if hparams.get("untied_generator_embeddings") or two_stage else "tied")
+    untied = user.get("untied_generator_embeddings")
+    if untied is not None and untied != (sharing == "untied"):
+        raise ConfigError(f"hparam 'embedding_sharing' is {sharing!r} but "
+                          f"untied_generator_embeddings {untied} says otherwise; set only "
+                          "'embedding_sharing' (untied_generator_embeddings: true is \"untied\")")
+    return {"objective": objective, "electric_objective": objective == "electric",
+            "electra_objective": objective in DETECTION_OBJECTIVES + ("electric",),
+            "embedding_sharing": sharing, "untied_generator_embeddings": sharing == "untied"}
+
+
+def legacy_objective(hparams: dict[str, Any]) -> str:
+    """The objective the original's electra_objective and electric_objective describe."""
+    if hparams.get("electric_objective"):
+        return "electric"
+    return "electra" if hparams.get("electra_objective", True) else "mlm"
 
 
 def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str) -> None:
     """Fails naming every shape-deciding hparam that differs from the run saved in `where`."""
     def shape(c: dict[str, Any]) -> dict[str, Any]:
-        return {"bert": PretrainingConfig(**{k: v for k, v in c.items() if k in _FIELDS})
-                .bert_config(), **{k: c.get(k) for k in SHAPE_KEYS}}
+        c = {"training_algorithm": "joint", **c}  # a run saved before these existed
+        c.update(resolve_spellings(c, {k: c[k] for k in ("objective", "embedding_sharing")
+                                       if k in c}))
+        return {"bert": saved_config(c).bert_config(), **{k: c.get(k) for k in SHAPE_KEYS}}
 
     ours, theirs = shape(config.to_dict()), shape(saved)
     differ = [k for k in SHAPE_KEYS if ours[k] != theirs[k]]
+    if config.training_algorithm == "two_stage" and \
+            saved.get("num_train_steps") != config.num_train_steps:
+        raise ConfigError(f"{where} holds a two_stage run of {saved.get('num_train_steps')} "
+                          f"steps, switching networks half way; resume it with num_train_steps "
+                          f"{saved.get('num_train_steps')} (now {config.num_train_steps})")
     if ours["bert"] != theirs["bert"] and not differ:
         differ = ["model_size"]
     if differ:
@@ -254,6 +309,109 @@ def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str
         raise ConfigError(f"{where} holds a run with other model shapes ({details}); the "
                           "checkpoints cannot resume with these hparams. Use the saved values "
                           "or a new --model_name")
+
+
+def saved_config(saved: dict[str, Any]) -> PretrainingConfig:
+    """The config of a run's saved pretrain_config.json."""
+    return PretrainingConfig(**{k: v for k, v in saved.items() if k in _FIELDS})
+
+
+# ------------------------------------------------------------------ a pretrained model's shape
+
+# What a pretrained encoder fixes, beyond vocab_size and embedding_size.
+ARCHITECTURE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "hidden_act", "max_position_embeddings",
+                     "type_vocab_size", "layer_norm_eps")
+
+
+def pretrained_architecture(config, user: dict[str, Any], path: str | None):
+    """The architecture (checkpoints.Architecture) of the pretrained model at `path`, which
+    fine-tuning and continued pretraining (init_checkpoint) take; None when there is no path,
+    or nothing at a default path the user did not give."""
+    from electra_tf import checkpoints
+
+    if not path:
+        return None
+    if config.debug or user.get("debug"):
+        raise ConfigError("hparam 'debug' builds the original's tiny model, which cannot start "
+                          f"from init_checkpoint {path}; drop one of them")
+    heads = user.get("model_hparam_overrides", {}).get("num_attention_heads")
+    try:
+        architecture = checkpoints.read_architecture(path, heads)
+    except checkpoints.NoPretrainedModel:
+        if "init_checkpoint" in user:
+            raise
+        return None
+    except ValueError as e:
+        raise ConfigError(f"hparam 'init_checkpoint': {e}") from None
+    if architecture.discriminator is None:
+        raise ConfigError(f"hparam 'init_checkpoint': {architecture.source} holds a generator "
+                          "only; point it at the discriminator")
+    return architecture
+
+
+def preset_size(sizes, default: str) -> str:
+    """The size preset (small, base, large) with this encoder's hidden size and depth, else
+    `default`."""
+    for size in MODEL_SIZES:
+        shape = _ENCODER_SIZES[size]
+        if (sizes.hidden_size, sizes.num_hidden_layers) == (shape["hidden_size"],
+                                                             shape["num_hidden_layers"]):
+            return size
+    return default
+
+
+def take_architecture(config, user: dict[str, Any], architecture) -> None:
+    """Sets model_hparam_overrides, embedding_size and vocab_size to the pretrained
+    discriminator's. A value the user gave (or implied by the model_size they gave) that
+    differs fails naming both; a vocab.txt with more tokens than the model fails too."""
+    theirs = architecture.discriminator
+    overrides = dict(user.get("model_hparam_overrides", {}))
+    ours = {key: (value, "the hparams") for key, value in overrides.items()
+            if key in ARCHITECTURE_KEYS}
+    if "model_size" in user:  # the size preset fixes the transformer's shape
+        implied = bert_config(config.encoder_size, config.vocab_size, overrides)
+        ours.update({key: (implied[key], f"model_size {user['model_size']!r}")
+                     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                 "intermediate_size") if key not in ours})
+    ours.update({key: (user[key], "the hparams") for key in ("embedding_size", "vocab_size")
+                 if user.get(key) is not None})
+    differ = [f"{key} {getattr(theirs, key)} in the checkpoint, {value} from {where}"
+              for key, (value, where) in ours.items() if value != getattr(theirs, key)]
+    if "vocab_size" not in user and config.vocab_size > theirs.vocab_size:
+        differ.append(f"vocab_size {theirs.vocab_size} in the checkpoint, {config.vocab_size} "
+                      f"tokens in {config.vocab_file}")
+    if differ:
+        raise ConfigError(
+            f"init_checkpoint {architecture.source} does not match the configured model: "
+            f"{'; '.join(differ)}. Leave these hparams out to take the checkpoint's")
+    config.model_hparam_overrides = {**overrides,
+                                     **{key: getattr(theirs, key) for key in ARCHITECTURE_KEYS}}
+    config.embedding_size = theirs.embedding_size
+    config.vocab_size = theirs.vocab_size
+
+
+def take_generator(config: PretrainingConfig, user: dict[str, Any], architecture) -> None:
+    """Continued pretraining: generator_hidden_size and generator_layers from the pretrained
+    generator, when the checkpoint has one; a value the user gave that gives another size
+    fails naming both."""
+    generator, discriminator = architecture.generator, architecture.discriminator
+    if generator is None:
+        return
+    fractions = {"generator_hidden_size": generator.hidden_size / discriminator.hidden_size,
+                 "generator_layers": generator.num_hidden_layers /
+                 discriminator.num_hidden_layers}
+    given = {k: user[k] for k in fractions if k in user}
+    update(config, {k: v for k, v in fractions.items() if k not in given})
+    ours = config.generator_bert_config()
+    differ = [f"{key} {getattr(generator, key)} in the checkpoint, {ours[key]} from the hparams"
+              for key in ("hidden_size", "num_hidden_layers", "num_attention_heads")
+              if ours[key] != getattr(generator, key)]
+    if differ:
+        raise ConfigError(
+            f"init_checkpoint {architecture.source}'s generator does not match the configured "
+            f"one ({', '.join(f'{k} {v}' for k, v in given.items()) or 'heads follow hidden / 64'}"
+            f"): {'; '.join(differ)}")
 
 
 def _check_type(key: str, value: Any, types: dict[str, Any] = _TYPES) -> Any:
@@ -347,6 +505,7 @@ def validate(c: PretrainingConfig) -> None:
     require(not (c.electric_objective and (c.uniform_generator or not c.untied_generator)),
              "electric_objective", "Electric needs its own two-tower generator: set "
              "uniform_generator false and untied_generator true")
+    _validate_objective(c)
     require(c.strategy in STRATEGIES, "strategy", f"one of {STRATEGIES}, got {c.strategy!r}")
     require(c.precision in PRECISIONS, "precision", f"one of {PRECISIONS}, got {c.precision!r}")
     require(c.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}, got {c.optimizer!r}")
@@ -354,6 +513,45 @@ def validate(c: PretrainingConfig) -> None:
     require(c.kernels in KERNELS, "kernels", f"one of {KERNELS}, got {c.kernels!r}")
     require(c.keep_checkpoint_max is None or c.keep_checkpoint_max >= 0, "keep_checkpoint_max",
              "must be >= 0 (0 keeps all)")
+
+
+def _validate_objective(c: PretrainingConfig) -> None:
+    require(c.objective in OBJECTIVES, "objective",
+            f"one of {OBJECTIVES}, got {c.objective!r}")
+    require(c.training_algorithm in TRAINING_ALGORITHMS, "training_algorithm",
+            f"one of {TRAINING_ALGORITHMS}, got {c.training_algorithm!r}")
+    require(c.embedding_sharing in EMBEDDING_SHARING, "embedding_sharing",
+            f"one of {EMBEDDING_SHARING}, got {c.embedding_sharing!r}")
+    require(c.objective != "mlm" or not c.uniform_generator, "uniform_generator",
+            "the mlm objective trains the generator itself (BERT): it cannot be uniform")
+    own_generator = not c.uniform_generator and c.untied_generator and not c.two_tower_generator
+    if c.embedding_sharing == "gdes":
+        require(c.objective != "mlm" and own_generator, "embedding_sharing",
+                "gdes shares a separate single-tower generator's embeddings: it needs an "
+                "objective other than mlm, uniform_generator false, untied_generator true and "
+                "two_tower_generator false")
+    algorithm = c.training_algorithm
+    if algorithm != "joint":
+        require(c.objective in DETECTION_OBJECTIVES, "training_algorithm",
+                f"{algorithm} trains a generator against ELECTRA's discriminator: objective must "
+                f"be one of {DETECTION_OBJECTIVES}, got {c.objective!r}")
+        require(own_generator, "training_algorithm",
+                f"{algorithm} needs a generator network of its own: uniform_generator false, "
+                "untied_generator true, two_tower_generator false")
+    if algorithm == "two_stage":
+        require(c.generator_hidden_size == 1.0 and c.generator_layers == 1.0,
+                "training_algorithm", "two_stage initialises the discriminator with the "
+                "generator's weights, so both must be the same size: set generator_hidden_size "
+                f"and generator_layers to 1.0 (got {c.generator_hidden_size} and "
+                f"{c.generator_layers})")
+        require(c.embedding_sharing == "untied", "embedding_sharing",
+                "two_stage freezes the generator while the discriminator trains, so they cannot "
+                f"share embeddings: use \"untied\" (two_stage's default), got "
+                f"{c.embedding_sharing!r}")
+        require(c.num_train_steps % 2 == 0, "num_train_steps",
+                f"two_stage trains each network for num_train_steps / 2 steps: make it even "
+                f"(got {c.num_train_steps})")
+    require(c.adversarial_mlm_weight >= 0, "adversarial_mlm_weight", "must be >= 0")
 
 
 def from_hparams(model_name: str, data_dir: str,
@@ -366,15 +564,21 @@ def from_hparams(model_name: str, data_dir: str,
         raise ConfigError("--data_dir is required (holds pretrain_tfrecords/, vocab.txt, models/)")
     user = load_hparams(hparams)
     config = PretrainingConfig(model_name=model_name, data_dir=data_dir)
-    update(config, {k: v for k, v in user.items() if k == "model_size"})
+    update(config, {k: v for k, v in user.items() if k in ("model_size", "init_checkpoint")})
+    architecture = pretrained_architecture(config, user, config.init_checkpoint)
+    if architecture is not None and "model_size" not in user:
+        config.model_size = preset_size(architecture.discriminator, config.model_size)
     size_defaults = preset(config.model_size)
     update(config, size_defaults)
     if user.get("debug", False):  # the original's debug-mode values, before the user's
         update(config, dict(train_batch_size=8, num_train_steps=20, eval_batch_size=4,
                              iterations_per_loop=1, num_eval_steps=2))
     update(config, user)
+    update(config, resolve_spellings(config.to_dict(), user))
     if config.electric_objective:
         config.two_tower_generator = True  # as the original: Electric needs the two towers
+    if config.objective in ("replace_mlm", "all_tokens_mlm") and "disc_weight" not in user:
+        config.disc_weight = 1.0  # a masked LM's loss, not a binary one: no 50x
     if config.use_tpu and config.strategy == "default":
         config.strategy = "tpu"
 
@@ -385,6 +589,9 @@ def from_hparams(model_name: str, data_dir: str,
     if "vocab_size" not in user and tf.io.gfile.exists(config.vocab_file):
         with tf.io.gfile.GFile(config.vocab_file) as f:  # the vocabulary decides, unless told
             config.vocab_size = sum(1 for _ in f)
+    if architecture is not None:
+        take_architecture(config, user, architecture)
+        take_generator(config, user, architecture)
     config.model_dir = config.model_dir or os.path.join(data_dir, "models", model_name)
     results_dir = os.path.join(config.model_dir, "results")
     config.results_txt = config.results_txt or os.path.join(results_dir, "unsup_results.txt")

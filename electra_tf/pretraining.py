@@ -1,17 +1,35 @@
-"""The replaced-token-detection objective, as the original's run_pretraining.py and
-pretrain/pretrain_helpers.py compute it, in TF2.
+"""Pretraining: a generator and an objective composed into one Keras model, the training
+algorithms, the metrics and the training state.
 
 One training example goes through:
-  mask()                dynamic masking: N draws with replacement over maskable positions,
-                        85% of them become [MASK], 15% keep their token, none become random
-  generator             a small masked LM; vocabulary logits only at the masked positions
-  sample_from_softmax() Gumbel-max sampling at logits / temperature, under stop-gradient
-  discriminator         labels a token fake only where it was replaced *and* differs
-  loss                  gen_weight * MLM + disc_weight * sigmoid cross-entropy over real tokens
+  masking.mask()     dynamic masking (masking.py: the corruption every objective shares)
+  generator          proposes tokens at the masked positions (generators.py)
+  masking.corrupt()  Gumbel-max samples put into the input, under stop-gradient
+  objective          the discriminator-sized model learns from the corrupted input
+                     (objectives.py); "mlm" has none: the generator is the model (BERT)
+  loss               gen_weight * generator loss + disc_weight * objective loss
 
-Variants (the original's hparams): electra_objective=false (BERT's MLM with the same masking),
-uniform_generator, untied_generator=false (one set of weights), untied_generator_embeddings,
-disallow_correct, temperature, and electric_objective (Electric's two-tower cloze generator).
+What runs, per `objective` (the generator is the original's small masked LM unless
+uniform_generator or two_tower_generator says otherwise):
+
+  objective       generator (forward, backward)     discriminator-sized model (forward, backward)
+  electra         masked LM on [MASK]ed input        encoder + DiscriminatorHead, every token
+  electra_15      masked LM                          the same, loss at the masked positions
+  electric        two-tower cloze model              encoder + DiscriminatorHead, every token
+  replace_mlm     masked LM                          encoder + MaskedLMHead at the masked positions
+  all_tokens_mlm  masked LM                          encoder + MaskedLMHead at every position +
+                                                     DiscriminatorHead (the copy probability)
+  mlm             the model itself, encoder + MaskedLMHead at the masked positions
+
+Training algorithms (`training_algorithm`, paper section 3.2):
+  joint        the sum of both losses, every step (the original)
+  two_stage    steps [0, n): the generator alone with its MLM loss; at step n the
+               discriminator's encoder is set to the generator's; steps [n, 2n): the
+               discriminator alone, the generator frozen (no gradient, no update: optimizer's
+               `freeze`); n = num_train_steps / 2, each stage with its own learning-rate
+               schedule. The stage follows the optimizer's step inside the compiled step.
+  adversarial  the generator maximises the discriminator's loss on its samples by REINFORCE
+               with a learned baseline (paper Appendix F), optionally plus its MLM loss
 
 Randomness comes from a tf.random.Generator: created under a tf.distribute strategy scope it
 gives each replica its own stream, and it is checkpointed, so a resumed run continues the stream.
@@ -20,154 +38,38 @@ gives each replica its own stream, and it is checkpointed, so a resumed run cont
 from __future__ import annotations
 
 import dataclasses
-import math
+import os
 
 import keras
 import tensorflow as tf
 
-from electra_tf import fused, modeling, optimization, tokenization, training
+from electra_tf import checkpoints, fused, masking, modeling, objectives, optimization, training
 from electra_tf.config import PretrainingConfig
-
-REPLACE_WITH_MASK_PROB = 0.85  # of the masked positions; the other 15% keep the original token
-
-
-@dataclasses.dataclass(frozen=True)
-class SpecialIds:
-    """Vocabulary ids the objective needs; the original reads them from vocab.txt."""
-    pad: int = 0
-    cls: int = 101
-    sep: int = 102
-    mask: int = 103
-
-    @classmethod
-    def from_vocab(cls, vocab: dict[str, int], vocab_file: str = "vocab") -> SpecialIds:
-        tokenization.check_vocab(vocab, vocab_file)
-        return cls(pad=vocab["[PAD]"], cls=vocab["[CLS]"], sep=vocab["[SEP]"],
-                   mask=vocab["[MASK]"])
-
-
-def load_vocab(vocab_file: str) -> dict[str, int]:
-    """token -> id from a BERT vocab.txt (one token per line)."""
-    if not tf.io.gfile.exists(vocab_file):
-        raise FileNotFoundError(f"vocab file {vocab_file} not found: put the vocabulary at "
-                                "DATA_DIR/vocab.txt or set the vocab_file hparam")
-    return {token: i for i, token in enumerate(tokenization.read_vocab(vocab_file))}
-
-
-@dataclasses.dataclass
-class MaskedInputs:
-    input_ids: tf.Tensor  # [B, L] with [MASK] at 85% of the drawn positions
-    masked_lm_positions: tf.Tensor  # [B, N]; 0 where weights are 0
-    masked_lm_ids: tf.Tensor  # [B, N] the original tokens there; 0 where weights are 0
-    masked_lm_weights: tf.Tensor  # [B, N] float, 1 for the first num_to_predict draws
-
-
-def scatter_update(sequence, updates, positions):
-    """Writes [B, N] `updates` into [B, L] int `sequence` at [B, N] `positions`.
-
-    As the original: writes to position 0 are ignored (that is where unused draws point), and a
-    position drawn several times receives the integer mean of its updates (the same value when
-    the updates agree, as with [MASK]). Returns (updated sequence, [B, L] int32 updated mask)."""
-    seq_length = sequence.shape[1] or tf.shape(sequence)[1]
-    hits = tf.one_hot(positions, seq_length, dtype=tf.int32)  # [B, N, L]
-    counts = tf.reduce_sum(hits, axis=1)  # [B, L]
-    counts *= tf.concat([tf.zeros_like(counts[:, :1]), tf.ones_like(counts[:, 1:])], axis=1)
-    summed = tf.reduce_sum(hits * tf.cast(updates, tf.int32)[:, :, None], axis=1)
-    values = tf.math.floordiv(summed, tf.maximum(1, counts))
-    updated_mask = tf.minimum(counts, 1)
-    updated = (1 - updated_mask) * tf.cast(sequence, tf.int32) + updated_mask * values
-    return updated, updated_mask
-
-
-def candidates_mask(input_ids, input_mask, special: SpecialIds):
-    """Positions that may be masked: real tokens other than [CLS], [SEP] and [MASK]."""
-    ok = tf.cast(input_mask, tf.bool)
-    for token in (special.sep, special.cls, special.mask):
-        ok &= tf.not_equal(input_ids, token)
-    return ok
-
-
-def _uniform(rng: tf.random.Generator | None, shape):
-    return tf.random.uniform(shape) if rng is None else rng.uniform(shape)
-
-
-def mask(input_ids, input_mask, mask_prob: float, max_predictions_per_seq: int,
-         special: SpecialIds, rng: tf.random.Generator | None = None) -> MaskedInputs:
-    """The original's pretrain_helpers.mask() for uniform masking.
-
-    Per example, N = max(1, min(max_predictions_per_seq, round(real tokens * mask_prob)))
-    positions are drawn with replacement, uniformly over the candidates; tf.round rounds half to
-    even, as in the original. Duplicated draws collapse into one masked token in the input but
-    keep their weight in the MLM loss, as in the original."""
-    input_ids = tf.cast(input_ids, tf.int32)
-    batch_size, seq_length = input_ids.shape[0] or tf.shape(input_ids)[0], input_ids.shape[1]
-    n = max_predictions_per_seq
-    candidates = candidates_mask(input_ids, input_mask, special)
-
-    num_tokens = tf.cast(tf.reduce_sum(tf.cast(input_mask, tf.int32), -1), tf.float32)
-    num_to_predict = tf.maximum(1, tf.minimum(n, tf.cast(tf.round(num_tokens * mask_prob),
-                                                         tf.int32)))
-    weights = tf.cast(tf.sequence_mask(num_to_predict, n), tf.float32)
-    # An example with nothing maskable has no predictions (the original would divide by zero).
-    weights *= tf.cast(tf.reduce_any(candidates, -1, keepdims=True), tf.float32)
-
-    # N categorical draws over the candidates by Gumbel-max: the same distribution as the
-    # original's tf.random.categorical, but from the replica's own random stream.
-    log_prob = tf.where(candidates, 0.0, -math.inf)  # uniform over candidates
-    noisy = fused.add_gumbel_noise(log_prob[:, None, :], _uniform(rng, [batch_size, n, seq_length]))
-    positions = tf.argmax(noisy, axis=-1, output_type=tf.int32)
-    int_weights = tf.cast(weights, tf.int32)
-    positions *= int_weights
-    masked_lm_ids = tf.gather(input_ids, positions, batch_dims=1) * int_weights
-
-    use_mask_token = tf.cast(_uniform(rng, [batch_size, n]) < REPLACE_WITH_MASK_PROB, tf.int32)
-    masked_ids, _ = scatter_update(input_ids, tf.fill(tf.shape(positions), special.mask),
-                                   positions * use_mask_token)
-    return MaskedInputs(tf.stop_gradient(masked_ids), positions, masked_lm_ids, weights)
-
-
-def sample_from_softmax(logits, rng: tf.random.Generator | None = None, disallow=None):
-    """Gumbel-max sample of token ids from [B, N, V] logits (the original's sample_from_softmax,
-    which returns the same argmax as a one-hot). `disallow` [B, N, V] subtracts 1000 first."""
-    if disallow is not None:
-        logits -= 1000.0 * disallow
-    noisy = fused.add_gumbel_noise(logits, _uniform(rng, tf.shape(logits)))
-    return tf.argmax(noisy, -1, output_type=tf.int32)
-
-
-def replace_tokens(input_ids, sampled, masked_lm_positions, all_replaced_are_fake: bool = False):
-    """Puts generator samples into the input (the original's _get_fake_data).
-
-    Returns (fake input ids, [B, L] replaced mask, [B, L] discriminator labels). A position is
-    fake (label 1) only where it was replaced *and* the sample differs from the original token;
-    a sample equal to the original counts as real. Electric labels every replaced position fake
-    (`all_replaced_are_fake`)."""
-    fake_ids, replaced = scatter_update(input_ids, sampled, masked_lm_positions)
-    if all_replaced_are_fake:
-        return fake_ids, replaced, replaced
-    return fake_ids, replaced, replaced * tf.cast(tf.not_equal(fake_ids, input_ids), tf.int32)
-
-
-def softmax_loss(logits, targets, weights):
-    """Weighted mean token cross-entropy (the original's get_softmax_output)."""
-    label_losses = fused.softmax_cross_entropy(logits, targets)
-    return tf.reduce_sum(weights * label_losses) / (tf.reduce_sum(weights) + 1e-6)
+from electra_tf.generators import (Generated, MaskedLMGenerator, ResidualEmbeddings,
+                                   TwoTowerGenerator, UniformGenerator)
+# The corruption helpers are part of this module's interface too.
+from electra_tf.masking import (REPLACE_WITH_MASK_PROB, SpecialIds, load_vocab,  # noqa: F401
+                                mask, replace_tokens, sample_from_softmax, scatter_update)
+from electra_tf.objectives import mean
 
 
 def _encoder(bert: dict, name: str, embedding_size: int | None = None, embeddings=None,
              causal: str | None = None, kernels: str = "auto") -> modeling.Encoder:
+    """Every encoder of pretraining is built here."""
     return modeling.Encoder(**bert, embedding_size=embedding_size, embeddings=embeddings,
                             causal=causal, kernels=kernels, name=name)
 
 
 class PretrainingModel(keras.Model):
-    """Generator + discriminator with the original's weight tying, and the objective.
+    """A generator and an objective on the discriminator-sized encoder (see the module
+    docstring), with the original's weight tying and variable names.
 
-    Tying (the original's scopes): generator and discriminator share the whole embedding block
-    (word, position, token type, LayerNorm) unless untied_generator_embeddings; the generator has
-    its own `embeddings_project` when its hidden size differs. untied_generator=false uses the
-    discriminator's encoder as the generator. electra_objective=false trains the full-size
-    generator alone (BERT).
+    Tying (`embedding_sharing`, the original's scopes): "tied" shares the whole embedding block
+    (word, position, token type, LayerNorm) between generator and discriminator, the generator
+    with its own `embeddings_project` when its hidden size differs; "untied" gives the
+    generator its own block (its hidden size wide; two-stage training's, the discriminator's
+    shape); "gdes" is DeBERTa-v3's gradient-disentangled sharing (generators.py).
+    untied_generator=false uses the discriminator's encoder as the generator.
     """
 
     def __init__(self, config: PretrainingConfig, special: SpecialIds,
@@ -176,198 +78,284 @@ class PretrainingModel(keras.Model):
         self.config = config
         self.special = special
         self.rng = rng
-        bert = config.bert_config()
-        gen_bert = config.generator_bert_config()
-        embedding_size = config.resolved_embedding_size()
-        self.electra = config.electra_objective or config.electric_objective
+        c = config
+        bert, gen_bert = c.bert_config(), c.generator_bert_config()
+        if c.training_algorithm == "two_stage":  # its generator is the discriminator's twin
+            gen_bert = bert
+        embedding_size = c.resolved_embedding_size()
 
-        # The discriminator (or, for BERT, the only model) is the original's "electra" scope.
-        self.discriminator = _encoder(bert, "electra", embedding_size, kernels=config.kernels)
-        shared = None if config.untied_generator_embeddings else self.discriminator.embeddings
-        gen_embedding_size = None if config.untied_generator_embeddings else embedding_size
-
-        self.generator = None  # uniform_generator has no network
-        self.generator_rtl = None  # the second tower of Electric's generator
-        if config.uniform_generator:
-            pass
-        elif not self.electra or not config.untied_generator:
-            self.generator = self.discriminator
-        elif config.two_tower_generator:  # untied embeddings: each tower its own, as the original
-            self.generator = _encoder(gen_bert, "generator_ltr", gen_embedding_size, shared, "ltr",
-                                      config.kernels)
-            self.generator_rtl = _encoder(gen_bert, "generator_rtl", gen_embedding_size, shared,
-                                          "rtl", config.kernels)
+        # The discriminator-sized model (the original's "electra" scope): ELECTRA's
+        # discriminator, or BERT's masked LM.
+        generator_encoder = None
+        if c.embedding_sharing == "gdes":
+            generator_encoder = _encoder(gen_bert, "generator", embedding_size, kernels=c.kernels)
+            self.discriminator = _encoder(
+                bert, "electra", embeddings=ResidualEmbeddings(generator_encoder.embeddings),
+                kernels=c.kernels)
         else:
-            self.generator = _encoder(gen_bert, "generator", gen_embedding_size, shared,
-                                      kernels=config.kernels)
+            self.discriminator = _encoder(bert, "electra", embedding_size, kernels=c.kernels)
 
-        self.mlm_head = None
-        if self.generator is not None:
-            self.mlm_head = modeling.MaskedLMHead(
-                bert["vocab_size"], self.generator.embedding_size, bert["hidden_act"],
-                bert["initializer_range"], config.kernels,
-                name="cloze_predictions" if config.two_tower_generator else "generator_predictions")
-        self.disc_head = modeling.DiscriminatorHead(
-            bert["hidden_size"], bert["hidden_act"], bert["initializer_range"], config.kernels,
-            name="discriminator_predictions") if self.electra else None
+        if c.uniform_generator:
+            self.generator_part = UniformGenerator(c.vocab_size)
+        elif c.objective == "mlm" or not c.untied_generator:
+            self.generator_part = MaskedLMGenerator(self.discriminator)
+        elif c.two_tower_generator:  # untied embeddings: each tower its own, as the original
+            untied = c.embedding_sharing == "untied"
+            width, shared = (None, None) if untied else (embedding_size,
+                                                         self.discriminator.embeddings)
+            self.generator_part = TwoTowerGenerator(
+                _encoder(gen_bert, "generator_ltr", width, shared, "ltr", c.kernels),
+                _encoder(gen_bert, "generator_rtl", width, shared, "rtl", c.kernels), special)
+        elif generator_encoder is not None:
+            self.generator_part = MaskedLMGenerator(generator_encoder)
+        elif c.embedding_sharing == "untied":
+            # Two-stage training copies the generator into the discriminator: same shapes.
+            width = embedding_size if c.training_algorithm == "two_stage" else None
+            self.generator_part = MaskedLMGenerator(_encoder(gen_bert, "generator", width,
+                                                             kernels=c.kernels))
+        else:
+            self.generator_part = MaskedLMGenerator(
+                _encoder(gen_bert, "generator", embedding_size, self.discriminator.embeddings,
+                         kernels=c.kernels))
+
+        self.objective = objectives.build(c.objective, self.discriminator, c.mask_prob)
+        self.baseline_head = None  # the adversarial generator's learned reward baseline
+        if c.training_algorithm == "adversarial":
+            self.baseline_head = keras.layers.Dense(1, name="adversarial_baseline")
+        # Every layer, in the order that fixes the variables' order (the checkpoints').
+        self.parts = [*self.generator_part.layers,
+                      *(self.objective.layers if self.objective else []),
+                      *([self.baseline_head] if self.baseline_head else [])]
+        # Two-stage training's switch step (config.validate checks that the shapes agree).
+        self.switch_step = c.num_train_steps // 2 if c.training_algorithm == "two_stage" \
+            else None
+
+    # The parts under the original's names.
+    @property
+    def generator(self) -> modeling.Encoder | None:
+        return getattr(self.generator_part, "encoder", getattr(self.generator_part, "ltr", None))
+
+    @property
+    def generator_rtl(self) -> modeling.Encoder | None:
+        return getattr(self.generator_part, "rtl", None)
+
+    @property
+    def mlm_head(self) -> modeling.MaskedLMHead | None:
+        return getattr(self.generator_part, "head", None)
+
+    @property
+    def disc_head(self) -> modeling.DiscriminatorHead | None:
+        return getattr(self.objective, "disc_head", None)
 
     def build(self, input_shape=None):
-        for part in (self.discriminator, self.generator, self.generator_rtl, self.disc_head):
-            if part is not None:
-                modeling.build_once(part)
-        if self.mlm_head is not None:
-            width = self.generator.hidden_size * (2 if self.generator_rtl is not None else 1)
-            modeling.build_once(self.mlm_head, (None, None, width))
+        modeling.build_once(self.discriminator)
+        self.generator_part.build()
+        if self.objective is not None:
+            self.objective.build()
+        if self.baseline_head is not None:
+            modeling.build_once(self.baseline_head, (None, None, self.generator.hidden_size))
         self.built = True
 
-    # ----- generator -----
-    def _generator_logits(self, masked: MaskedInputs, features, training):
-        """[B, N, V] float32 logits at the masked positions."""
-        if self.generator is None:  # uniform generator
-            shape = tf.concat([tf.shape(masked.masked_lm_ids), [self.config.vocab_size]], 0)
-            return tf.zeros(shape, tf.float32)
-        hidden = self.generator(masked.input_ids, features["input_mask"],
-                                features["segment_ids"], training=training)
-        hidden = modeling.gather_positions(hidden, masked.masked_lm_positions)
-        return self.mlm_head(hidden, self.generator.embedding_table)
-
-    def _cloze_logits(self, features, training):
-        """Electric's two-tower cloze model on the unmasked input: [B, L, V] logits, position i
-        seeing the left context through the LTR tower and the right through the RTL tower."""
-        ids, input_mask, segments = features["input_ids"], features["input_mask"], \
-            features["segment_ids"]
-        ltr = self.generator(ids, input_mask, segments, training=training)
-        rtl = self.generator_rtl(ids, input_mask, segments, training=training)
-        hidden = tf.concat([tf.roll(ltr, 1, axis=1), tf.roll(rtl, -1, axis=1)], -1)
-        return self.mlm_head(hidden, self.generator.embedding_table)
-
-    # ----- the objective -----
-    def call(self, features, training=False):
-        """Runs the objective on a batch of {input_ids, input_mask, segment_ids}.
+    # ----- the forward pass -----
+    def call(self, features, training=False, stage=None):
+        """Runs the objective on a batch of {input_ids, input_mask, segment_ids}. `stage`
+        (two_stage training only, 1 or 2) runs one network's training; without it both run,
+        as in evaluation.
 
         Returns a dict of tensors: `loss` (the scalar to minimise), the loss parts, and what
         the metrics and the TensorBoard text sample need."""
         c = self.config
         input_ids = tf.cast(features["input_ids"], tf.int32)
         input_mask = tf.cast(features["input_mask"], tf.int32)
-        features = {"input_ids": input_ids, "input_mask": input_mask,
-                    "segment_ids": tf.cast(features["segment_ids"], tf.int32)}
-        masked = mask(input_ids, input_mask, c.mask_prob, c.max_predictions_per_seq,
-                      self.special, self.rng)
+        batch = masking.Batch(input_ids, input_mask, tf.cast(features["segment_ids"], tf.int32),
+                              mask(input_ids, input_mask, c.mask_prob, c.max_predictions_per_seq,
+                                   self.special, self.rng))
+        if stage is not None:
+            return self._two_stage(batch, training, stage)
+        generated = self.generator_part(batch, training)
+        if self.objective is None:  # BERT: the generator is the model
+            return self._outputs(batch, generated, c.gen_weight * generated.loss)
+        corrupted = self._corrupt(batch, generated)
+        loss, judged = self.objective(batch, corrupted, generated, training)
+        generator_loss = generated.loss
+        if self.baseline_head is not None:
+            generator_loss, adversarial = self._adversarial_loss(batch, generated, corrupted,
+                                                                 judged)
+            judged = {**judged, **adversarial}
+        return self._outputs(batch, generated, c.gen_weight * generator_loss
+                             + c.disc_weight * loss, corrupted, judged)
 
-        cloze_logits = None
-        if c.two_tower_generator:
-            cloze_logits = self._cloze_logits(features, training)
-            mlm_logits = modeling.gather_positions(cloze_logits, masked.masked_lm_positions)
-            cloze_weights = tf.cast(candidates_mask(input_ids, input_mask, self.special),
-                                    tf.float32)
-            gen_loss = softmax_loss(cloze_logits, input_ids, cloze_weights)
-        else:
-            mlm_logits = self._generator_logits(masked, features, training)
-            gen_loss = softmax_loss(mlm_logits, masked.masked_lm_ids, masked.masked_lm_weights)
-        out = {"gen_loss": gen_loss, "loss": c.gen_weight * gen_loss,
-               "masked_input_ids": masked.input_ids,
+    def _corrupt(self, batch: masking.Batch, generated: Generated) -> masking.Corrupted:
+        c = self.config
+        return masking.corrupt(batch.input_ids, batch.masked, generated.logits, c.temperature,
+                               c.disallow_correct, self.objective.all_replaced_are_fake,
+                               self.rng)
+
+    def _outputs(self, batch: masking.Batch, generated: Generated, loss,
+                 corrupted: masking.Corrupted | None = None, judged: dict | None = None) -> dict:
+        masked = batch.masked
+        out = {"loss": loss, "gen_loss": generated.loss, "masked_input_ids": masked.input_ids,
                "masked_lm_positions": masked.masked_lm_positions,
                "masked_lm_ids": masked.masked_lm_ids,
                "masked_lm_weights": masked.masked_lm_weights,
-               "masked_lm_preds": tf.argmax(mlm_logits, -1, output_type=tf.int32),
-               "input_ids": input_ids, "input_mask": input_mask}
-        if not self.electra:
-            return out
-
-        # Replace the masked tokens with generator samples. Unmasking gives back input_ids
-        # exactly (position 0 is never a candidate), so the samples go into input_ids.
-        disallow = tf.one_hot(masked.masked_lm_ids, c.vocab_size) if c.disallow_correct else None
-        # x / 1.0 == x: the default temperature skips a pass over [B, N, vocab].
-        logits = mlm_logits if c.temperature == 1.0 else mlm_logits / c.temperature
-        sampled = tf.stop_gradient(sample_from_softmax(logits, self.rng, disallow))
-        fake_ids, replaced, labels = replace_tokens(input_ids, sampled, masked.masked_lm_positions,
-                                                    c.electric_objective)
-
-        hidden = self.discriminator(fake_ids, input_mask, features["segment_ids"],
-                                    training=training)
-        logits = self.disc_head(hidden)
-        if c.electric_objective:
-            log_q = tf.gather(tf.nn.log_softmax(cloze_logits), fake_ids, batch_dims=2)
-            logits += tf.stop_gradient(log_q) + math.log(c.mask_prob / (1 - c.mask_prob))
-        weights = tf.cast(input_mask, tf.float32)
-        losses = tf.nn.sigmoid_cross_entropy_with_logits(
-            labels=tf.cast(labels, tf.float32), logits=logits) * weights
-        disc_loss = tf.reduce_sum(losses) / (1e-6 + tf.reduce_sum(weights))
-        out.update({"disc_loss": disc_loss, "loss": out["loss"] + c.disc_weight * disc_loss,
-                    "sampled_tokids": sampled, "fake_input_ids": fake_ids,
-                    "replaced_mask": replaced, "disc_labels": labels,
-                    "disc_probs": tf.sigmoid(logits),
-                    "disc_preds": tf.cast(logits > 0, tf.int32)})
+               "masked_lm_preds": tf.argmax(generated.logits, -1, output_type=tf.int32),
+               "input_ids": batch.input_ids, "input_mask": batch.input_mask}
+        if corrupted is not None:
+            out.update({"sampled_tokids": corrupted.sampled, "fake_input_ids": corrupted.input_ids,
+                        "replaced_mask": corrupted.replaced, "disc_labels": corrupted.labels,
+                        **judged})
         return out
 
+    def _two_stage(self, batch: masking.Batch, training, stage: int) -> dict:
+        """Stage 1 trains the generator alone (the discriminator does not run); stage 2 the
+        discriminator alone, on samples of the frozen generator, run in inference mode as a
+        fixed proposal distribution. The discriminator's outputs of stage 1 carry
+        objective_weight 0, so that its metrics leave them out."""
+        c = self.config
+        if stage == 1:
+            generated = self.generator_part(batch, training)
+            corrupted = self._corrupt(batch, generated)
+            _, judged = self.objective.idle(batch, corrupted)
+            loss = c.gen_weight * generated.loss
+        else:
+            generated = self.generator_part(batch, training=False)
+            corrupted = self._corrupt(batch, generated)
+            loss, judged = self.objective(batch, corrupted, generated, training)
+            loss = c.disc_weight * loss
+        return self._outputs(batch, generated, loss, corrupted, {
+            **judged, "objective_weight": tf.constant(float(stage == 2)),
+            "stage": tf.constant(float(stage))})
+
+    def _adversarial_loss(self, batch: masking.Batch, generated: Generated,
+                          corrupted: masking.Corrupted, judged: dict) -> tuple[tf.Tensor, dict]:
+        """Paper Appendix F: the generator maximises the discriminator's loss on its samples.
+        Per masked draw, the reward is that token's discriminator loss (-log D(real) for a
+        sample equal to the original, -log(1 - D(real)) otherwise), the policy gradient is
+        grad log p(sample) (reward - baseline), and the baseline -log sigmoid(w.h) reads the
+        generator's encoder output there (held constant), trained by cross-entropy towards
+        exp(-reward). Returns (the generator's loss, metrics outputs)."""
+        masked = batch.masked
+        positions, weights = masked.masked_lm_positions, masked.masked_lm_weights
+        labels = tf.cast(modeling.gather_positions(corrupted.labels, positions), tf.float32)
+        reward = tf.stop_gradient(tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=labels, logits=modeling.gather_positions(judged["disc_logits"], positions)))
+        baseline_logits = tf.cast(self.baseline_head(tf.stop_gradient(generated.hidden)),
+                                  tf.float32)[..., 0]
+        baseline = tf.math.softplus(-baseline_logits)  # -log sigmoid
+        log_prob = -fused.softmax_cross_entropy(corrupted.policy_logits, corrupted.sampled)
+
+        def average(x):
+            return tf.reduce_sum(weights * x) / (tf.reduce_sum(weights) + 1e-6)
+
+        policy_loss = -average(log_prob * tf.stop_gradient(reward - baseline))
+        baseline_loss = average(tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=tf.exp(-reward), logits=baseline_logits))
+        loss = policy_loss + baseline_loss + self.config.adversarial_mlm_weight * generated.loss
+        return loss, {"adversarial_reward": average(reward), "baseline_loss": baseline_loss}
+
+    # ----- standalone models -----
     def discriminator_model(self) -> modeling.ElectraDiscriminator:
-        """The discriminator as a standalone Keras model (shares these weights)."""
-        model = modeling.ElectraDiscriminator(self.discriminator, self.disc_head,
+        """The discriminator-sized model as an ElectraDiscriminator: what fine-tuning starts
+        from. It shares these weights, except under GDES, where it is a copy whose tables are
+        the sums. Objectives without a DiscriminatorHead (mlm, replace_mlm) get a fresh one."""
+        encoder = self.discriminator
+        if isinstance(encoder.embeddings, ResidualEmbeddings):
+            encoder = _encoder(self.config.bert_config(), "electra",
+                               self.config.resolved_embedding_size(), kernels=self.config.kernels)
+            modeling.build_once(encoder)
+            theirs = checkpoints.encoder_variables(self.discriminator, "electra")
+            for name, variable in checkpoints.encoder_variables(encoder, "electra").items():
+                variable.assign(theirs[name])
+        model = modeling.ElectraDiscriminator(encoder, self.disc_head,
                                               name="electra_discriminator")
         model.build()
         return model
 
     def generator_model(self) -> modeling.ElectraGenerator | None:
         """The (single-tower) generator as a standalone Keras model, if it has one."""
-        if self.generator is None or self.generator_rtl is not None:
-            return None
-        model = modeling.ElectraGenerator(self.generator, self.mlm_head, name="electra_generator")
-        model.build()
-        return model
+        return self.generator_part.model()
+
+    def generator_variables(self) -> list:
+        """The variables only the generator uses."""
+        return _only_in(self.generator_part.layers, self.objective.layers)
+
+    def discriminator_variables(self) -> list:
+        """The variables only the objective's (discriminator-sized) model uses."""
+        return _only_in(self.objective.layers, self.generator_part.layers)
+
+
+def _only_in(layers: list, others: list) -> list:
+    theirs = {id(v) for layer in others for v in layer.trainable_variables}
+    ours = {id(v): v for layer in layers for v in layer.trainable_variables}
+    return [v for key, v in ours.items() if key not in theirs]
 
 
 class PretrainingMetrics:
-    """The original's eval metrics (masked_lm_accuracy, masked_lm_loss, sampled_masked_lm_accuracy,
-    disc_loss, disc_auc, disc_accuracy, disc_precision, disc_recall) plus the total loss, the
-    share of masked positions whose token really changed, and the gradient norm, as Keras
-    metrics that replicas update in place. Create under the strategy scope.
+    """The metrics that make sense for the run's objective and algorithm, as Keras metrics
+    that replicas update in place. Create under the strategy scope.
+
+    Every run: loss, grad_norm, and the generator's masked_lm_loss and masked_lm_accuracy
+    (the original's). With replacements: sampled_masked_lm_accuracy (the original's) and
+    replaced_fraction (the share of masked positions whose token really changed). Then the
+    objective's own (objectives.py: the original's disc_loss, disc_accuracy, disc_precision,
+    disc_recall and disc_auc for the detection objectives); adversarial_reward and
+    baseline_loss for adversarial training; stage for two-stage training.
 
     Differences from the original, on purpose: AUC weights out padding (the original counts each
     pad as a label-0, probability-0 token, which inflates it)."""
 
-    def __init__(self, electra: bool):
-        mean = keras.metrics.Mean
-        names = ["loss", "masked_lm_loss", "masked_lm_accuracy", "grad_norm"]
-        if electra:
-            names += ["disc_loss", "sampled_masked_lm_accuracy", "disc_accuracy",
-                      "disc_precision", "disc_recall", "replaced_fraction"]
-        self.metrics = {name: mean(name=name) for name in names}
-        if electra:
-            self.metrics["disc_auc"] = keras.metrics.AUC(name="disc_auc", num_thresholds=1000)
+    def __init__(self, model: PretrainingModel):
+        def correct(predictions, o):
+            return tf.cast(tf.equal(predictions, o["masked_lm_ids"]), tf.float32)
+
+        rules = {"loss": mean(lambda o: (o["loss"], None)),
+                 "masked_lm_loss": mean(lambda o: (o["gen_loss"], None)),
+                 "masked_lm_accuracy": mean(lambda o: (correct(o["masked_lm_preds"], o),
+                                                       o["masked_lm_weights"]))}
+        self.objective_names: set[str] = set()  # weighted by the outputs' objective_weight
+        if model.objective is not None:
+            rules.update({
+                "sampled_masked_lm_accuracy": mean(lambda o: (correct(o["sampled_tokids"], o),
+                                                              o["masked_lm_weights"])),
+                "replaced_fraction": mean(lambda o: (tf.cast(o["disc_labels"], tf.float32),
+                                                     tf.cast(o["replaced_mask"], tf.float32)))})
+            rules.update(model.objective.metrics)
+            self.objective_names = set(model.objective.metrics)
+        if model.baseline_head is not None:
+            rules.update({"adversarial_reward": mean(lambda o: (o["adversarial_reward"], None)),
+                          "baseline_loss": mean(lambda o: (o["baseline_loss"], None))})
+        if model.switch_step is not None:
+            rules["stage"] = mean(lambda o: (o["stage"], None))
+        self.rules = {name: rule for name, (_, rule) in rules.items()}
+        self.metrics = {name: make(name=name) for name, (make, _) in rules.items()}
+        self.metrics["grad_norm"] = keras.metrics.Mean(name="grad_norm")
 
     def update(self, out: dict, grad_norm=None) -> None:
-        m = self.metrics
-        m["loss"].update_state(out["loss"])
-        m["masked_lm_loss"].update_state(out["gen_loss"])
-        weights = out["masked_lm_weights"]
-        m["masked_lm_accuracy"].update_state(
-            tf.cast(tf.equal(out["masked_lm_preds"], out["masked_lm_ids"]), tf.float32), weights)
+        objective_weight = out.get("objective_weight")
+        for name, rule in self.rules.items():
+            *args, weights = rule(out)
+            if objective_weight is not None and name in self.objective_names:
+                weights = objective_weight if weights is None else weights * objective_weight
+            self.metrics[name].update_state(*args, sample_weight=weights)
         if grad_norm is not None:
-            m["grad_norm"].update_state(grad_norm)
-        if "disc_loss" not in out:
-            return
-        m["disc_loss"].update_state(out["disc_loss"])
-        m["sampled_masked_lm_accuracy"].update_state(
-            tf.cast(tf.equal(out["sampled_tokids"], out["masked_lm_ids"]), tf.float32), weights)
-        labels, preds = out["disc_labels"], out["disc_preds"]
-        real = tf.cast(out["input_mask"], tf.float32)
-        correct = tf.cast(tf.equal(labels, preds), tf.float32)
-        m["disc_accuracy"].update_state(correct, real)
-        m["disc_precision"].update_state(correct, tf.cast(preds, tf.float32) * real)
-        m["disc_recall"].update_state(correct, tf.cast(labels, tf.float32) * real)
-        m["disc_auc"].update_state(labels, out["disc_probs"], real)
-        m["replaced_fraction"].update_state(tf.cast(labels, tf.float32),
-                                            tf.cast(out["replaced_mask"], tf.float32))
+            self.metrics["grad_norm"].update_state(grad_norm)
 
     def results(self) -> dict[str, float]:
-        # A Mean that saw nothing (grad_norm during evaluation) is left out.
+        # A metric that saw nothing (grad_norm during evaluation, the discriminator's during
+        # two-stage training's first stage) is left out.
         return {name: float(metric.result()) for name, metric in self.metrics.items()
-                if not hasattr(metric, "count") or metric.count.numpy() > 0}
+                if _seen(metric)}
 
     def reset(self) -> None:
         for metric in self.metrics.values():
             metric.reset_state()
+
+
+def _seen(metric: keras.metrics.Metric) -> bool:
+    if isinstance(metric, keras.metrics.AUC):
+        return float(tf.reduce_sum(metric.true_positives + metric.false_negatives)
+                     + tf.reduce_sum(metric.true_negatives + metric.false_positives)) > 0
+    return float(metric.count.numpy()) > 0
 
 
 @dataclasses.dataclass
@@ -387,25 +375,57 @@ class PretrainingState:
 
     def make_train_step(self, num_replicas: int, jit_compile: bool):
         """The per-replica training step: forward and backward (XLA-compiled when asked), then
-        training.apply_gradients (all-reduce, clip, AdamW) and the metrics."""
+        training.apply_gradients (all-reduce, clip, AdamW) and the metrics. Two-stage
+        training's stage follows the optimizer's step inside the step."""
         model, variables, loss_scale = self.model, self.model.trainable_variables, self.loss_scale
+        n = model.switch_step
 
-        def forward_backward(features):
+        def gradients(features, stage=None):
             with tf.GradientTape() as tape:
-                out = model(features, training=True)
+                out = model(features, training=True, stage=stage)
                 loss = out["loss"] / num_replicas  # the replicas' gradients are summed
                 if loss_scale is not None:
                     loss *= loss_scale.scale
-            return tape.gradient(loss, variables), out
+            grads = tape.gradient(loss, variables)
+            if stage is not None:  # a two-stage step leaves one network out: zero gradients
+                grads = [tf.zeros(v.shape, v.dtype) if g is None else tf.convert_to_tensor(g)
+                         for g, v in zip(grads, variables)]
+            return grads, out
+
+        def forward_backward(features):
+            if n is None:
+                return gradients(features)
+            # Each branch differentiates itself: the If op is not differentiated through.
+            return tf.cond(self.optimizer.iterations < n, lambda: gradients(features, 1),
+                           lambda: gradients(features, 2))
 
         forward_backward = training.maybe_jit(forward_backward, jit_compile)
 
         def train_step(features):
+            if n is not None:
+                self._start_discriminator_from_generator()
             grads, out = forward_backward(features)
             norm = training.apply_gradients(self.optimizer, grads, variables, loss_scale)
             self.metrics.update(out, norm)
 
         return train_step
+
+    def _start_discriminator_from_generator(self) -> None:
+        """Two-stage training's switch: at step n the discriminator's encoder takes the
+        generator's weights. Assigned in cross-replica context, so every replica's copy of a
+        mirrored variable gets them."""
+        n, model = self.model.switch_step, self.model
+        pairs = list(zip(model.generator.weights, model.discriminator.weights))
+
+        def copy():
+            for source, target in pairs:
+                target.assign(source)
+            return tf.constant(True)
+
+        def at_switch(strategy):
+            tf.cond(tf.equal(self.optimizer.iterations, n), copy, lambda: tf.constant(False))
+
+        tf.distribute.get_replica_context().merge_call(at_switch)
 
 
 def create_state(config: PretrainingConfig, special: SpecialIds,
@@ -419,11 +439,81 @@ def create_state(config: PretrainingConfig, special: SpecialIds,
                else tf.random.Generator.from_non_deterministic_state())
         model = PretrainingModel(config, special, rng)
         model.build()
+        n = model.switch_step
         optimizer = optimization.create_optimizer(
-            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            config.weight_decay_rate, config.lr_decay_power, config.optimizer)
+            config.learning_rate, n or config.num_train_steps, config.num_warmup_steps,
+            config.weight_decay_rate, config.lr_decay_power, config.optimizer, restart_every=n)
         optimizer.build(model.trainable_variables)
+        if n is not None:
+            optimizer.freeze(model.generator_variables(), lambda: optimizer.iterations >= n)
+            optimizer.freeze(model.discriminator_variables(), lambda: optimizer.iterations < n)
         loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
                       else None)
-        return PretrainingState(model, optimizer, PretrainingMetrics(model.electra), rng,
-                                loss_scale)
+        return PretrainingState(model, optimizer, PretrainingMetrics(model), rng, loss_scale)
+
+
+# ------------------------------------------------------------------ in and out
+
+def initialize_from(model: PretrainingModel, path: str) -> list[str]:
+    """A new run's weights from pretrained ones (e.g. Google's released electra_small): the
+    discriminator, and the generator when the checkpoint has one and the model has its own.
+    The optimizer starts fresh. Returns what was done, for the log."""
+    pretrained = checkpoints.load_pretrained(path)
+    if pretrained.discriminator is None:
+        raise FileNotFoundError(f"init_checkpoint {path} holds no discriminator")
+    done = []
+    generator = model.generator_model()
+    if generator is not None and model.generator is not model.discriminator:
+        if pretrained.generator is None:
+            done.append(f"{pretrained.source} has no generator (the ++ releases do not): the "
+                        "generator starts from fresh weights")
+        else:
+            # Tied embeddings come with the discriminator; a generator's own are copied.
+            tied = model.generator.embeddings is model.discriminator.embeddings
+            checkpoints.copy_weights(pretrained.generator, generator, skip_embeddings=tied)
+            done.append(f"initialised the generator from {pretrained.source}")
+    if isinstance(model.discriminator.embeddings, ResidualEmbeddings):
+        _load_gdes_discriminator(model, pretrained.discriminator)
+    else:
+        checkpoints.copy_weights(pretrained.discriminator, model.discriminator_model())
+    done.insert(0, f"initialised the discriminator from {pretrained.source} "
+                   f"({pretrained.format}); fresh optimizer state")
+    return done
+
+
+def _load_gdes_discriminator(model: PretrainingModel,
+                             pretrained: modeling.ElectraDiscriminator) -> None:
+    """GDES: the discriminator's tables become the generator's plus residuals equal to the
+    difference, everything else is copied."""
+    theirs = checkpoints.model_variables(pretrained)
+    ours = checkpoints.model_variables(modeling.ElectraDiscriminator(model.discriminator,
+                                                                     model.disc_head))
+    embeddings = model.discriminator.embeddings
+    for name, value in ours.items():
+        if tuple(theirs[name].shape) != tuple(value.shape):
+            raise ValueError(f"the checkpoint's model does not fit: {name} "
+                             f"{tuple(theirs[name].shape)} vs {tuple(value.shape)}")
+        table = name.rsplit("/", 1)[-1]  # e.g. word_embeddings: a residual on the generator's
+        if name.startswith("electra/embeddings/") and table.endswith("_embeddings"):
+            getattr(embeddings, f"{table}_delta").assign(
+                theirs[name] - getattr(embeddings.shared, table))
+        else:
+            value.assign(theirs[name])
+
+
+def export(model: PretrainingModel, model_dir: str, vocab_file: str | None,
+           do_lower_case: bool) -> list[str]:
+    """Writes discriminator.keras and generator.keras (what the objective has), and the
+    tokenizer (vocab.txt, tokenizer_config.json) beside them, into model_dir. Returns the
+    paths written."""
+    written = []
+    for name, keras_model in (("discriminator", model.discriminator_model()),
+                              ("generator", model.generator_model())):
+        if keras_model is not None:
+            written.append(checkpoints.save_keras(keras_model,
+                                                  os.path.join(model_dir, f"{name}.keras")))
+    if vocab_file:
+        written += checkpoints.write_files(model_dir, checkpoints.tokenizer_files(
+            vocab_file, do_lower_case, model.discriminator.max_position_embeddings))
+    return written
+

@@ -4,6 +4,7 @@ list), SavedModel, and every mismatch message."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO
+from conftest import BERT_VOCAB, REPO
 from electra_tf import checkpoints, modeling
 
 torch = pytest.importorskip("torch")
@@ -240,6 +241,7 @@ def _tiny_release(tmp_path, with_generator: bool):
         var.assign(np.random.default_rng(len(var.path)).normal(0, 0.05, var.shape))
     prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "release" / "model.ckpt-1000"),
                                               disc, gen if with_generator else None, 1000)
+    shutil.copy(BERT_VOCAB, tmp_path / "release" / "vocab.txt")  # as Google's releases ship it
     return prefix, disc
 
 

@@ -6,7 +6,10 @@ Resolution order (later wins), as the original:
      STS 10 epochs, QA 512 tokens and 2 epochs, chunking 256 tokens, others 3 epochs; no
      trainable task: no training), the per-size defaults (large: lr 5e-5 and layer-wise decay
      0.9; small: embedding size 128) and the debug values,
-  3. the user's `--hparams` again (so what the user sets always wins).
+  3. the user's `--hparams` again (so what the user sets always wins),
+  4. ours: the pretrained model's architecture (init_checkpoint: .keras config, config.json,
+     TF1 shapes with the saved config), which also picks model_size when it is not given; a
+     value the user gave that contradicts it fails, naming both.
 """
 
 from __future__ import annotations
@@ -205,6 +208,12 @@ def from_hparams(model_name: str, data_dir: str,
     user = config_lib.load_hparams(hparams)
     config = FinetuningConfig(model_name=model_name, data_dir=data_dir)
     config_lib.update(config, user)
+    if config.init_checkpoint is None and not config.debug:
+        config.init_checkpoint = config.pretrained_model_dir
+    # The pretrained model decides the architecture (and, unless given, the size preset).
+    architecture = config_lib.pretrained_architecture(config, user, config.init_checkpoint)
+    if architecture is not None and "model_size" not in user:
+        config.model_size = config_lib.preset_size(architecture.discriminator, config.model_size)
     config_lib.update(config, _task_and_size_defaults(config))
     config_lib.update(config, user)
     if config.use_tpu and config.strategy == "default":
@@ -217,7 +226,7 @@ def from_hparams(model_name: str, data_dir: str,
     if "vocab_size" not in user and tf.io.gfile.exists(config.vocab_file):
         with tf.io.gfile.GFile(config.vocab_file) as f:
             config.vocab_size = len(f.read().rstrip("\n").split("\n"))
-    if config.init_checkpoint is None and not config.debug:
-        config.init_checkpoint = config.pretrained_model_dir
+    if architecture is not None:
+        config_lib.take_architecture(config, user, architecture)
     validate(config)
     return config

@@ -15,6 +15,7 @@ task on top, as the original's run_finetuning.FinetuningModel.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import keras
@@ -237,25 +238,23 @@ def load_pretrained_encoder(encoder: modeling.Encoder, path: str) -> str:
     """Copies a pretrained discriminator's encoder into `encoder`. `path` is anything
     checkpoints.load_pretrained reads: our discriminator.keras (or its directory), a TF1
     checkpoint (Google's releases, the original's run_pretraining.py output) or a Hugging Face
-    directory. Returns what was read. Fails naming both sizes when they differ."""
+    directory. Returns what was read. Fails naming both values where the architectures differ
+    (finetuning/config.py gives the encoder the checkpoint's architecture)."""
     from electra_tf import checkpoints
 
-    pretrained = checkpoints.load_pretrained(path)
+    pretrained = checkpoints.load_pretrained(path, encoder.num_attention_heads)
     if pretrained.discriminator is None:
         raise ValueError(f"init_checkpoint {path} holds a generator only; fine-tuning starts "
                          "from the discriminator")
     source = pretrained.discriminator.encoder
-    # Heads do not show in TF1 shapes (inferred as hidden / 64): the config's count is used.
-    keys = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-            "intermediate_size", "max_position_embeddings", "type_vocab_size")
-    theirs = {k: getattr(source, k) for k in keys}
-    ours = {k: getattr(encoder, k) for k in keys}
-    if theirs != ours:
-        differ = {k: (theirs[k], ours[k]) for k in keys if theirs[k] != ours[k]}
+    keys = [f.name for f in dataclasses.fields(checkpoints.EncoderSizes)]
+    differ = [f"{k} {getattr(source, k)} in the checkpoint, {getattr(encoder, k)} in the config"
+              for k in keys if getattr(source, k) != getattr(encoder, k)]
+    if differ:
         raise ValueError(
             f"init_checkpoint {pretrained.source} does not match the configured model "
             f"(model_size, embedding_size, vocab_size, model_hparam_overrides): "
-            f"{', '.join(f'{k} {a} in the checkpoint, {b} in the config' for k, (a, b) in differ.items())}")
+            f"{', '.join(differ)}")
     modeling.build_once(encoder)
     targets = checkpoints.encoder_variables(encoder, "electra")
     for name, variable in checkpoints.encoder_variables(source, "electra").items():

@@ -1,0 +1,176 @@
+"""What proposes the replacement tokens, and how its embeddings relate to the discriminator's.
+
+Generators, each with its forward pass and its own loss:
+  MaskedLMGenerator  the original's: a (small) masked LM on the [MASK]ed input with vocabulary
+                     logits at the masked positions only (also BERT's model itself, and the
+                     discriminator's own encoder when untied_generator is false)
+  TwoTowerGenerator  Electric's cloze model: a left-to-right and a right-to-left tower whose
+                     outputs around each position predict its token
+  UniformGenerator   uniformly random replacements (uniform_generator)
+
+Embedding sharing (`embedding_sharing`; pretraining.PretrainingModel builds the encoders):
+  tied    the generator uses the discriminator's whole embedding block (word, position and
+          token-type tables, LayerNorm), as the original
+  untied  the generator has its own (the original's untied_generator_embeddings)
+  gdes    DeBERTa-v3's gradient-disentangled sharing (ResidualEmbeddings): the generator owns
+          the tables and only its MLM loss trains them; the discriminator looks up
+          stop_gradient(generator table) + a residual table of its own that starts at zero
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+from keras import ops
+
+from electra_tf import modeling
+from electra_tf.masking import Batch, candidates_mask, softmax_loss
+
+
+@dataclasses.dataclass
+class Generated:
+    """A generator's output for one batch."""
+    logits: tf.Tensor  # [B, N, V] float32 at the masked positions
+    loss: tf.Tensor  # scalar: the generator's own (maximum-likelihood) loss
+    hidden: tf.Tensor | None = None  # [B, N, H] its encoder's output at the masked positions
+    cloze_logits: tf.Tensor | None = None  # [B, L, V] at every position (Electric)
+
+
+class MaskedLMGenerator:
+    """A masked LM: encoder on the [MASK]ed input, MaskedLMHead at the masked positions, tied to
+    the encoder's word embeddings; its loss is the mean cross-entropy over the masked draws."""
+
+    def __init__(self, encoder: modeling.Encoder, head_name: str = "generator_predictions"):
+        self.encoder = encoder
+        self.head = modeling.MaskedLMHead(encoder.vocab_size, encoder.embedding_size,
+                                          encoder.hidden_act, encoder.initializer_range,
+                                          encoder.layer_norm_eps, encoder.kernels, name=head_name)
+        self.layers = [encoder, self.head]
+
+    def build(self) -> None:
+        modeling.build_once(self.encoder)
+        modeling.build_once(self.head, (None, None, self.encoder.hidden_size))
+
+    def __call__(self, batch: Batch, training) -> Generated:
+        masked = batch.masked
+        hidden = self.encoder(masked.input_ids, batch.input_mask, batch.segment_ids,
+                              training=training)
+        hidden = modeling.gather_positions(hidden, masked.masked_lm_positions)
+        logits = self.head(hidden, self.encoder.embedding_table)
+        return Generated(logits, softmax_loss(logits, masked.masked_lm_ids,
+                                              masked.masked_lm_weights), hidden)
+
+    def model(self) -> modeling.ElectraGenerator:
+        """The generator as a standalone Keras model (shares these weights)."""
+        model = modeling.ElectraGenerator(self.encoder, self.head, name="electra_generator")
+        model.build()
+        return model
+
+
+class TwoTowerGenerator:
+    """Electric's generator (Clark et al., EMNLP 2020): on the unmasked input, position i sees
+    its left context through the LTR tower and its right context through the RTL tower; the
+    cloze loss covers every maskable position, and the replacements come from the cloze
+    distribution at the masked positions."""
+
+    def __init__(self, ltr: modeling.Encoder, rtl: modeling.Encoder, special):
+        self.ltr, self.rtl, self.special = ltr, rtl, special
+        self.head = modeling.MaskedLMHead(ltr.vocab_size, ltr.embedding_size, ltr.hidden_act,
+                                          ltr.initializer_range, ltr.layer_norm_eps, ltr.kernels,
+                                          name="cloze_predictions")
+        self.layers = [ltr, rtl, self.head]
+
+    def build(self) -> None:
+        modeling.build_once(self.ltr)
+        modeling.build_once(self.rtl)
+        modeling.build_once(self.head, (None, None, 2 * self.ltr.hidden_size))
+
+    def __call__(self, batch: Batch, training) -> Generated:
+        inputs = (batch.input_ids, batch.input_mask, batch.segment_ids)
+        ltr = self.ltr(*inputs, training=training)
+        rtl = self.rtl(*inputs, training=training)
+        hidden = tf.concat([tf.roll(ltr, 1, axis=1), tf.roll(rtl, -1, axis=1)], -1)
+        cloze_logits = self.head(hidden, self.ltr.embedding_table)
+        weights = tf.cast(candidates_mask(batch.input_ids, batch.input_mask, self.special),
+                          tf.float32)
+        return Generated(
+            modeling.gather_positions(cloze_logits, batch.masked.masked_lm_positions),
+            softmax_loss(cloze_logits, batch.input_ids, weights), cloze_logits=cloze_logits)
+
+    def model(self) -> None:
+        return None  # no single-tower masked LM to export
+
+
+class UniformGenerator:
+    """Replacement tokens uniformly at random over the vocabulary: zero logits, no weights.
+    Its loss (ln V) is constant."""
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+        self.layers: list = []
+
+    def build(self) -> None:
+        pass
+
+    def __call__(self, batch: Batch, training) -> Generated:
+        masked = batch.masked
+        logits = tf.zeros(tf.concat([tf.shape(masked.masked_lm_ids), [self.vocab_size]], 0))
+        return Generated(logits, softmax_loss(logits, masked.masked_lm_ids,
+                                              masked.masked_lm_weights))
+
+    def model(self) -> None:
+        return None
+
+
+class ResidualEmbeddings(modeling.Embeddings):
+    """GDES (He et al., 2021, DeBERTaV3, section 3.2): the discriminator's word, position and
+    token-type tables are stop_gradient(`shared`'s) + a residual of its own, initialised at
+    zero, so that the discriminator's loss trains only the residual and `shared` (the
+    generator's) learns from its MLM loss alone. The LayerNorm is the discriminator's own.
+
+    >>> shared = modeling.Embeddings(vocab_size=10, embedding_size=4)
+    >>> shared.build()
+    >>> residual = ResidualEmbeddings(shared)
+    >>> residual.build()
+    >>> bool(ops.all(residual.word_embeddings == shared.word_embeddings))
+    True
+    """
+
+    def __init__(self, shared: modeling.Embeddings, **kwargs):
+        kwargs.setdefault("name", "embeddings")
+        super().__init__(shared.vocab_size, shared.embedding_size,
+                         shared.max_position_embeddings, shared.type_vocab_size,
+                         shared.initializer_range, shared.dropout_rate, shared.layer_norm_eps,
+                         shared.kernels, **kwargs)
+        # Not tracked as a sublayer: the generator owns these weights.
+        object.__setattr__(self, "shared", shared)
+
+    def build(self, input_shape=None):
+        def residual(name: str, rows: int):
+            return self.add_weight(name=f"{name}_delta", shape=(rows, self.embedding_size),
+                                   initializer="zeros")
+
+        self.word_embeddings_delta = residual("word_embeddings", self.vocab_size)
+        self.token_type_embeddings_delta = residual("token_type_embeddings",
+                                                    self.type_vocab_size)
+        self.position_embeddings_delta = residual("position_embeddings",
+                                                  self.max_position_embeddings)
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.built = True
+
+    # Embeddings.call looks up these three: the summed tables.
+    @property
+    def word_embeddings(self):
+        return ops.stop_gradient(self.shared.word_embeddings) + self.word_embeddings_delta
+
+    @property
+    def token_type_embeddings(self):
+        return (ops.stop_gradient(self.shared.token_type_embeddings)
+                + self.token_type_embeddings_delta)
+
+    @property
+    def position_embeddings(self):
+        return (ops.stop_gradient(self.shared.position_embeddings)
+                + self.position_embeddings_delta)
+

@@ -168,7 +168,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         if frozen is None:
             self._update(gradient, variable, learning_rate)
         else:
-            tf.cond(frozen, tf.no_op, lambda: self._update(gradient, variable, learning_rate))
+            tf.cond(frozen, lambda: None, lambda: self._update(gradient, variable, learning_rate))
 
     def _update(self, gradient, variable, learning_rate):
         self.assign_sub(variable, self._lr(learning_rate, variable) *

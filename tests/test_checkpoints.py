@@ -331,3 +331,232 @@ def test_plain_encoders_load_with_the_same_hidden_states(tmp_path, kind):
                          ).last_hidden_state.numpy()
     got = loaded.discriminator(inputs)["sequence_output"].numpy()
     np.testing.assert_allclose(got, expected, atol=TOLERANCE)
+
+
+# ------------------------------------------------------------------ what shapes do not tell
+
+def test_untied_generator_embeddings_go_to_tf1_under_generator_and_reload(tmp_path):
+    from conftest import tiny_config
+    from electra_tf import pretraining
+    model = pretraining.PretrainingModel(tiny_config(untied_generator_embeddings=True),
+                                         pretraining.SpecialIds())
+    model.build()
+    disc, gen = model.discriminator_model(), model.generator_model()
+    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "model.ckpt-5"), disc, gen, 5)
+    names = dict(tf.train.list_variables(prefix))
+    # As the original: the generator's own block, its hidden size (8) wide.
+    assert names["generator/embeddings/word_embeddings"] == [30522, 8]
+    assert names["electra/embeddings/word_embeddings"] == [30522, 16]
+    loaded = checkpoints.load_pretrained(str(tmp_path))
+    for ours, theirs, scope in ((disc, loaded.discriminator, "electra"),
+                                (gen, loaded.generator, "generator")):
+        mine, back = (checkpoints.model_variables(m, scope) for m in (ours, theirs))
+        assert set(mine) == set(back)
+        for name in mine:
+            np.testing.assert_array_equal(mine[name].numpy(), back[name].numpy(), err_msg=name)
+
+
+def test_hf_activation_and_layer_norm_epsilon_are_honoured(tmp_path):
+    torch.manual_seed(0)
+    config = transformers.ElectraConfig(**{**HF, "hidden_act": "relu", "layer_norm_eps": 1e-5})
+    hf = transformers.ElectraForPreTraining(config).eval()
+    hf.save_pretrained(tmp_path / "relu")
+    ours = checkpoints.load_pretrained(str(tmp_path / "relu")).discriminator
+    encoder = ours.encoder
+    assert (encoder.hidden_act, encoder.layer_norm_eps) == ("relu", 1e-5)
+    assert encoder.transformer_layers[1].output_layer_norm.epsilon == 1e-5
+    assert encoder.embeddings.layer_norm.epsilon == 1e-5
+    for seed in range(2):
+        inputs = _inputs(seed)
+        np.testing.assert_allclose(ours(inputs)["logits"].numpy(), _hf_logits(hf, inputs),
+                                   atol=TOLERANCE)
+    checkpoints.export_hf(ours, str(tmp_path / "back"))
+    written = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert (written["hidden_act"], written["layer_norm_eps"]) == ("relu", 1e-5)
+    # What this encoder does not compute fails, naming the file and the value.
+    transformers.ElectraForPreTraining(transformers.ElectraConfig(
+        **{**HF, "hidden_act": "gelu_new"})).save_pretrained(tmp_path / "tanh_gelu")
+    with pytest.raises(ValueError, match=r"config.json: hidden_act 'gelu_new' is not supported"):
+        checkpoints.load_pretrained(str(tmp_path / "tanh_gelu"))
+
+
+def test_layer_norm_eps_is_a_model_hparam():
+    from conftest import TINY_MODEL, tiny_config
+    from electra_tf import pretraining
+    overrides = {**TINY_MODEL["model_hparam_overrides"], "layer_norm_eps": 1e-5}
+    config = tiny_config(model_hparam_overrides=overrides)
+    assert tiny_config().bert_config()["layer_norm_eps"] == 1e-12  # the original's
+    model = pretraining.PretrainingModel(config, pretraining.SpecialIds())
+    model.build()
+    norms = [layer for layer in model._flatten_layers()
+             if isinstance(layer, modeling.LayerNorm)]
+    assert len(norms) == 10 and {norm.epsilon for norm in norms} == {1e-5}
+
+
+def _heads_model():
+    """A discriminator with 4 heads where hidden / 64 gives 1."""
+    sizes = checkpoints.EncoderSizes(vocab_size=120, embedding_size=24, hidden_size=32,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=48, max_position_embeddings=64)
+    disc = modeling.ElectraDiscriminator(sizes.encoder("electra"))
+    disc.build()
+    for var in disc.weights:
+        var.assign(np.random.default_rng(len(var.path)).normal(0, 0.3, var.shape))
+    return disc
+
+
+def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_path):
+    from conftest import run_script, tiny_config
+    disc = _heads_model()
+    checkpoints.write_tf1_checkpoint(str(tmp_path / "a" / "model.ckpt-1"), disc)
+    inputs = _inputs(1)
+    expected = disc(inputs)["logits"].numpy()
+    loaded = checkpoints.load_pretrained(str(tmp_path / "a"))  # from electra_config.json
+    assert loaded.discriminator.encoder.num_attention_heads == 4
+    np.testing.assert_allclose(loaded.discriminator(inputs)["logits"].numpy(), expected,
+                               atol=1e-5)
+    os.remove(tmp_path / "a" / checkpoints.ARCHITECTURE_FILE)
+    with pytest.raises(ValueError, match=r"the number of attention heads does not show in a TF1 "
+                                         r"checkpoint, and its hidden size 32 is not a multiple"):
+        checkpoints.load_pretrained(str(tmp_path / "a"))
+    given = checkpoints.load_pretrained(str(tmp_path / "a"), num_attention_heads=4)
+    np.testing.assert_allclose(given.discriminator(inputs)["logits"].numpy(), expected,
+                               atol=1e-5)
+    vocab = BERT_VOCAB.read_text().splitlines()[:120]  # the model's 120 tokens
+    (tmp_path / "a" / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    result = run_script("convert_checkpoint.py", f"--input={tmp_path / 'a'}",
+                        f"--output={tmp_path / 'hf'}", "--to=hf")
+    assert result.returncode != 0 and "give num_attention_heads" in result.stderr
+    result = run_script("convert_checkpoint.py", f"--input={tmp_path / 'a'}",
+                        f"--output={tmp_path / 'hf'}", "--to=hf", "--num_attention_heads=4")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((tmp_path / "hf" / "discriminator" / "config.json").read_text())[
+        "num_attention_heads"] == 4
+    # A run's pretrain_config.json beside the checkpoint says it too.
+    prefix, _ = _tiny_release(tmp_path, with_generator=True)
+    os.remove(os.path.join(os.path.dirname(prefix), checkpoints.ARCHITECTURE_FILE))
+    with open(os.path.join(os.path.dirname(prefix), "pretrain_config.json"), "w") as f:
+        f.write(tiny_config().to_json())
+    release = checkpoints.load_pretrained(os.path.dirname(prefix))
+    assert release.discriminator.encoder.num_attention_heads == 2
+    assert release.generator.encoder.num_attention_heads == 1
+
+
+# ------------------------------------------------------------------ exports carry the tokenizer
+
+def _run_output(tmp_path):
+    """DATA_DIR/models/run as run_pretraining leaves it without the tokenizer beside the
+    models: the vocabulary only at DATA_DIR/vocab.txt."""
+    from conftest import tiny_config
+    from electra_tf import pretraining
+    data_dir = tmp_path / "data"
+    model_dir = data_dir / "models" / "run"
+    model_dir.mkdir(parents=True)
+    shutil.copy(BERT_VOCAB, data_dir / "vocab.txt")
+    config = tiny_config(data_dir)
+    (model_dir / "pretrain_config.json").write_text(config.to_json())
+    model = pretraining.PretrainingModel(config, pretraining.SpecialIds())
+    model.build()
+    pretraining.export(model, str(model_dir), None, True)
+    return data_dir, model_dir, model
+
+
+def test_every_export_of_a_run_carries_a_tokenizer_transformers_loads(tmp_path):
+    from conftest import run_script
+    from electra_tf.tokenization import WordPieceTokenizer
+    data_dir, model_dir, _ = _run_output(tmp_path)
+    assert not (model_dir / "vocab.txt").exists()
+    for to in ("hf", "tf1", "keras", "saved_model"):
+        result = run_script("convert_checkpoint.py", f"--input={model_dir}",
+                            f"--output={tmp_path / to}", f"--to={to}")
+        assert result.returncode == 0, result.stderr[-2000:]
+    for directory in (tmp_path / "hf" / "discriminator", tmp_path / "hf" / "generator",
+                      tmp_path / "tf1", tmp_path / "keras",
+                      tmp_path / "saved_model" / "discriminator" / "assets.extra"):
+        assert (directory / "vocab.txt").read_bytes() == BERT_VOCAB.read_bytes(), directory
+        assert json.loads((directory / "tokenizer_config.json").read_text())["do_lower_case"]
+    text = ["Hello, World! Tokenizing ELECTRA's vocabulary: naïve café."]
+    ours = [101, *WordPieceTokenizer(str(BERT_VOCAB)).tokenize_to_ids(text)[0], 102]
+    for cls in (transformers.ElectraTokenizer, transformers.ElectraTokenizerFast):
+        tokenizer = cls.from_pretrained(tmp_path / "hf" / "discriminator")
+        assert tokenizer(text[0])["input_ids"] == ours, cls
+        assert len(tokenizer) == 30522 and tokenizer.model_max_length == 512
+    # The exported models reload with their vocabulary found beside them.
+    assert checkpoints.load_pretrained(str(tmp_path / "tf1")).vocab_file == \
+        str(tmp_path / "tf1" / "vocab.txt")
+
+
+def test_an_export_without_a_vocabulary_fails_clearly(tmp_path):
+    from conftest import run_script
+    data_dir, model_dir, _ = _run_output(tmp_path)
+    os.remove(data_dir / "vocab.txt")
+    result = run_script("convert_checkpoint.py", f"--input={model_dir}",
+                        f"--output={tmp_path / 'hf'}", "--to=hf")
+    assert result.returncode != 0 and "pass --vocab_file" in result.stderr
+    assert not (tmp_path / "hf").exists()
+    result = run_script("convert_checkpoint.py", f"--input={model_dir}",
+                        f"--output={tmp_path / 'hf'}", "--to=hf", f"--vocab_file={BERT_VOCAB}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "hf" / "discriminator" / "vocab.txt").exists()
+
+
+# ------------------------------------------------------------------ the pretrained architecture
+
+def test_finetuning_takes_the_architecture_of_a_run_with_no_size_hparams(tmp_path):
+    from electra_tf.config import ConfigError
+    from electra_tf.finetuning import config as finetuning_config
+    from electra_tf.finetuning import trainer
+    data_dir, model_dir, model = _run_output(tmp_path)
+    config = finetuning_config.from_hparams("run", str(data_dir), {"task_names": ["sst"]})
+    encoder = trainer.build_model(config, trainer.make_tasks(config)).encoder
+    ours = checkpoints.EncoderSizes.of(encoder)
+    assert ours == checkpoints.EncoderSizes.of(model.discriminator)
+    assert ours.num_attention_heads == 2  # hidden / 64 would give 1
+    for hparams, message in [
+            ({"model_hparam_overrides": {"num_attention_heads": 1}},
+             "num_attention_heads 2 in the checkpoint, 1 from the hparams"),
+            ({"model_size": "base"}, "hidden_size 32 in the checkpoint, 768 from model_size "
+                                     "'base'"),
+            ({"embedding_size": 24}, "embedding_size 16 in the checkpoint, 24 from the hparams")]:
+        with pytest.raises(ConfigError, match=message):
+            finetuning_config.from_hparams("run", str(data_dir), {"task_names": ["sst"],
+                                                                  **hparams})
+
+
+@pytest.mark.parametrize("hidden, layers, size, learning_rate", [
+    (256, 12, "small", 1e-4), (1024, 24, "large", 5e-5)])
+def test_finetuning_picks_the_size_preset_of_a_hf_model(tmp_path, hidden, layers, size,
+                                                        learning_rate):
+    """Only config.json is read to resolve the hparams (the weights load later)."""
+    from electra_tf.finetuning import config as finetuning_config
+    (tmp_path / "hub").mkdir()
+    (tmp_path / "hub" / "config.json").write_text(json.dumps(
+        transformers.ElectraConfig(hidden_size=hidden, num_hidden_layers=layers,
+                                   num_attention_heads=hidden // 64,
+                                   intermediate_size=4 * hidden, embedding_size=128).to_dict()))
+    shutil.copy(BERT_VOCAB, tmp_path / "vocab.txt")
+    config = finetuning_config.from_hparams("m", str(tmp_path), {
+        "task_names": ["mnli"], "init_checkpoint": str(tmp_path / "hub")})
+    assert (config.model_size, config.learning_rate, config.embedding_size) == \
+        (size, learning_rate, 128)
+    assert config.bert_config()["num_hidden_layers"] == layers
+
+
+def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data_dir):
+    from conftest import TINY_MODEL
+    from electra_tf import config as config_lib
+    prefix, disc = _tiny_release(tmp_path, with_generator=True)
+    release = os.path.dirname(prefix)
+    config = config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release})
+    assert config.model_size == "small"  # no preset has hidden 32: the default stays
+    assert checkpoints.EncoderSizes(**{k: v for k, v in config.bert_config().items()
+                                       if k in checkpoints.EncoderSizes.__dataclass_fields__},
+                                    embedding_size=config.embedding_size) == \
+        checkpoints.EncoderSizes.of(disc.encoder)
+    assert config.generator_bert_config()["hidden_size"] == 8
+    with pytest.raises(config_lib.ConfigError, match="embedding_size 16 in the checkpoint, 24"):
+        config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release,
+                                                        "embedding_size": 24})
+    with pytest.raises(config_lib.ConfigError, match="generator does not match"):
+        config_lib.from_hparams("cont", str(data_dir), {**TINY_MODEL, "init_checkpoint": release,
+                                                        "generator_hidden_size": 0.5})

@@ -1,0 +1,491 @@
+"""The objectives and training algorithms beyond the original's ELECTRA: each loss against a
+NumPy reference computed from the model's own intermediate outputs, where gradients flow, the
+hparams that select them, their metrics, and short runs of run_pretraining.py."""
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import TINY_MODEL, run_script, tiny_config
+from electra_tf import checkpoints, modeling, optimization, pretraining
+from electra_tf.config import ConfigError
+
+NO_DROPOUT = {"model_hparam_overrides": {**TINY_MODEL["model_hparam_overrides"],
+                                         "hidden_dropout_prob": 0.0,
+                                         "attention_probs_dropout_prob": 0.0}}
+
+
+def _features(batch=4, seq=32, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000, 30000, (batch, seq)).astype(np.int32)
+    mask = np.ones_like(ids)
+    ids[:, 0], ids[:, seq // 2] = 101, 102
+    ids[1, 20:], mask[1, 20:] = 0, 0
+    ids[1, 19] = 102
+    segments = np.zeros_like(ids)
+    segments[:, seq // 2 + 1:] = 1
+    return {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+            "segment_ids": tf.constant(segments * mask)}
+
+
+def _model(**hparams):
+    model = pretraining.PretrainingModel(tiny_config(**hparams), pretraining.SpecialIds(),
+                                         tf.random.Generator.from_seed(0))
+    model.build()
+    return model
+
+
+def _numpy(out):
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def _sigmoid_cross_entropy(logits, labels):
+    return np.maximum(logits, 0) - logits * labels + np.log1p(np.exp(-np.abs(logits)))
+
+
+def _log_softmax(logits):
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def _encode(model, encoder, input_ids, features):
+    return encoder(tf.constant(input_ids), features["input_mask"], features["segment_ids"],
+                   training=False)
+
+
+# ------------------------------------------------------------------ losses vs NumPy
+
+def test_electra_15_counts_the_discriminator_loss_at_the_masked_positions_only():
+    model = _model(objective="electra_15")
+    features = _features()
+    out = _numpy(model(features, training=False))
+    drawn = np.zeros_like(out["input_mask"])
+    for row, (positions, weights) in enumerate(zip(out["masked_lm_positions"],
+                                                   out["masked_lm_weights"])):
+        drawn[row, positions[weights > 0]] = 1
+    np.testing.assert_array_equal(out["replaced_mask"], drawn)
+    losses = _sigmoid_cross_entropy(out["disc_logits"], out["disc_labels"])
+    expected = (losses * drawn).sum() / (drawn.sum() + 1e-6)
+    np.testing.assert_allclose(out["disc_loss"], expected, rtol=1e-5)
+    over_all_tokens = (losses * out["input_mask"]).sum() / out["input_mask"].sum()
+    assert abs(expected - over_all_tokens) > 1e-3  # a different loss than ELECTRA's
+    np.testing.assert_allclose(out["loss"], out["gen_loss"] + 50.0 * expected, rtol=1e-5)
+
+
+def test_replace_mlm_predicts_the_originals_from_the_corrupted_input():
+    model = _model(objective="replace_mlm")
+    assert model.config.disc_weight == 1.0  # an MLM loss: not ELECTRA's 50x
+    features = _features()
+    out = _numpy(model(features, training=False))
+    positions, weights = out["masked_lm_positions"], out["masked_lm_weights"]
+    # The model reads the generator's samples at every drawn position, never [MASK].
+    seen = np.take_along_axis(out["fake_input_ids"], positions, 1)
+    samples_written = np.take_along_axis(out["replaced_mask"], positions, 1) > 0
+    assert not (seen[weights > 0] == 103).any() and samples_written[weights > 0].all()
+    hidden = _encode(model, model.discriminator, out["fake_input_ids"], features)
+    logits = model.objective.mlm_head(modeling.gather_positions(hidden, positions),
+                                      model.discriminator.embedding_table).numpy()
+    token_losses = -np.take_along_axis(_log_softmax(logits), out["masked_lm_ids"][..., None],
+                                       -1)[..., 0]
+    expected = (token_losses * weights).sum() / (weights.sum() + 1e-6)
+    np.testing.assert_allclose(out["replace_mlm_loss"], expected, rtol=1e-5)
+    np.testing.assert_allclose(out["loss"], out["gen_loss"] + expected, rtol=1e-5)
+    np.testing.assert_array_equal(out["replace_mlm_preds"], logits.argmax(-1))
+
+
+def test_all_tokens_mlm_is_the_cross_entropy_of_the_copy_mixture():
+    model = _model(objective="all_tokens_mlm")
+    features = _features()
+    out = _numpy(model(features, training=False))
+    hidden = _encode(model, model.discriminator, out["fake_input_ids"], features)
+    logits = model.objective.mlm_head(hidden, model.discriminator.embedding_table).numpy()
+    replaced_logit = model.disc_head(hidden).numpy()
+    copy = 1.0 / (1.0 + np.exp(replaced_logit))  # D = sigmoid(-s)
+    probs = np.exp(_log_softmax(logits.astype(np.float64)))
+    original, shown = out["input_ids"], out["fake_input_ids"]
+    p_original = (copy * (shown == original)
+                  + (1 - copy) * np.take_along_axis(probs, original[..., None], -1)[..., 0])
+    real = out["input_mask"].astype(np.float64)
+    expected = -(real * np.log(p_original)).sum() / real.sum()
+    np.testing.assert_allclose(out["all_tokens_mlm_loss"], expected, rtol=1e-4)
+    np.testing.assert_allclose(out["loss"], out["gen_loss"] + expected, rtol=1e-4)
+    mixture = (1 - copy)[..., None] * probs
+    np.put_along_axis(mixture, shown[..., None],
+                      np.take_along_axis(mixture, shown[..., None], -1) + copy[..., None], -1)
+    np.testing.assert_array_equal(out["all_tokens_mlm_preds"][real > 0],
+                                  mixture.argmax(-1)[real > 0])
+    # The copy head, read as a detector: p(replaced) = 1 - D.
+    np.testing.assert_allclose(out["disc_probs"], 1 - copy, rtol=1e-5)
+
+
+def test_adversarial_generator_loss_is_reinforce_with_a_learned_baseline():
+    model = _model(training_algorithm="adversarial", adversarial_mlm_weight=0.5)
+    features = _features()
+    out = _numpy(model(features, training=False))
+    positions, weights = out["masked_lm_positions"], out["masked_lm_weights"]
+    hidden = modeling.gather_positions(
+        _encode(model, model.generator, out["masked_input_ids"], features), positions)
+    logits = model.mlm_head(hidden, model.generator.embedding_table).numpy()
+    log_prob = np.take_along_axis(_log_softmax(logits), out["sampled_tokids"][..., None],
+                                  -1)[..., 0]
+    reward = _sigmoid_cross_entropy(np.take_along_axis(out["disc_logits"], positions, 1),
+                                    np.take_along_axis(out["disc_labels"], positions, 1))
+    baseline_logit = model.baseline_head(hidden).numpy()[..., 0]
+    baseline = np.log1p(np.exp(-baseline_logit))  # -log sigmoid
+
+    def average(x):
+        return (weights * x).sum() / (weights.sum() + 1e-6)
+
+    policy = -average(log_prob * (reward - baseline))
+    baseline_loss = average(_sigmoid_cross_entropy(baseline_logit, np.exp(-reward)))
+    expected = policy + baseline_loss + 0.5 * out["gen_loss"] + 50.0 * out["disc_loss"]
+    np.testing.assert_allclose(out["loss"], expected, rtol=1e-4)
+    np.testing.assert_allclose(out["adversarial_reward"], average(reward), rtol=1e-5)
+    np.testing.assert_allclose(out["baseline_loss"], baseline_loss, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ where gradients flow
+
+def _gradients(model, loss_key, variables, **call):
+    with tf.GradientTape() as tape:
+        out = model(_features(), training=True, **call)
+    return [g is not None and bool(tf.reduce_any(tf.convert_to_tensor(g) != 0))
+            for g in tape.gradient(out[loss_key], variables)]
+
+
+def test_gdes_discriminator_reads_generator_embeddings_through_a_stop_gradient():
+    model = _model(embedding_sharing="gdes")
+    generator_tables, residuals = model.generator.embeddings, model.discriminator.embeddings
+    assert model.generator.embeddings is not model.discriminator.embeddings
+    shared = [generator_tables.word_embeddings, generator_tables.position_embeddings,
+              generator_tables.token_type_embeddings]
+    deltas = [residuals.word_embeddings_delta, residuals.position_embeddings_delta,
+              residuals.token_type_embeddings_delta]
+    # The residuals start at zero: the discriminator starts with the generator's tables.
+    np.testing.assert_array_equal(residuals.word_embeddings.numpy(),
+                                  generator_tables.word_embeddings.numpy())
+    assert _gradients(model, "disc_loss", shared) == [False] * 3
+    assert _gradients(model, "disc_loss", deltas) == [True] * 3
+    assert _gradients(model, "gen_loss", deltas) == [False] * 3
+    assert _gradients(model, "gen_loss", shared) == [True] * 3
+    # The discriminator's own LayerNorm learns from its loss only.
+    assert _gradients(model, "gen_loss", residuals.layer_norm.trainable_variables) == [False] * 2
+
+
+def test_gdes_export_sums_the_tables_and_writes_both_blocks_to_tf1(tmp_path):
+    model = _model(embedding_sharing="gdes")
+    for delta in model.discriminator.embeddings.trainable_variables:
+        delta.assign(np.random.default_rng(3).normal(0, 0.1, delta.shape).astype("float32"))
+    exported = model.discriminator_model()
+    assert type(exported.encoder.embeddings) is modeling.Embeddings
+    summed = model.generator.embeddings.word_embeddings.numpy() + \
+        model.discriminator.embeddings.word_embeddings_delta.numpy()
+    np.testing.assert_allclose(exported.encoder.embedding_table.numpy(), summed, rtol=1e-6)
+    features = _features()
+    np.testing.assert_allclose(
+        exported(features)["logits"].numpy(),
+        model.disc_head(model.discriminator(features["input_ids"], features["input_mask"],
+                                            features["segment_ids"])).numpy(), atol=1e-5)
+    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "model.ckpt-1"), exported,
+                                              model.generator_model(), 1)
+    names = dict(tf.train.list_variables(prefix))
+    assert "generator/embeddings/word_embeddings" in names  # the generator's own E_G
+    loaded = checkpoints.load_pretrained(str(tmp_path))
+    np.testing.assert_allclose(loaded.discriminator.encoder.embedding_table.numpy(), summed,
+                               rtol=1e-6)
+    np.testing.assert_array_equal(loaded.generator.encoder.embedding_table.numpy(),
+                                  model.generator.embedding_table.numpy())
+
+
+def test_adversarial_gradients():
+    model = _model(training_algorithm="adversarial")
+    generator_only = model.generator_variables()
+    # The discriminator's loss still reaches no generator weight; the REINFORCE loss does
+    # (there is no MLM term by default), and the baseline's loss trains the baseline alone.
+    assert not any(_gradients(model, "disc_loss", generator_only))
+    assert any(_gradients(model, "loss", generator_only))
+    assert not any(_gradients(model, "baseline_loss", model.generator.trainable_variables))
+    assert all(_gradients(model, "baseline_loss", model.baseline_head.trainable_variables))
+
+
+TWO_STAGE = {"training_algorithm": "two_stage", "generator_hidden_size": 1.0,
+             "num_train_steps": 4, "num_warmup_steps": 1, **NO_DROPOUT}
+
+
+def test_two_stage_trains_one_network_per_stage():
+    model = _model(**TWO_STAGE)
+    generator, discriminator = model.generator_variables(), model.discriminator_variables()
+    assert generator and discriminator
+    assert not set(map(id, generator)) & set(map(id, discriminator))
+    assert model.generator.embeddings is not model.discriminator.embeddings
+    assert all(_gradients(model, "loss", generator, stage=1))
+    assert not any(_gradients(model, "loss", discriminator, stage=1))
+    assert not any(_gradients(model, "loss", generator, stage=2))
+    assert any(_gradients(model, "loss", discriminator, stage=2))
+
+
+def _state(**hparams):
+    return pretraining.create_state(tiny_config(**hparams), pretraining.SpecialIds(),
+                                    tf.distribute.get_strategy())
+
+
+def _values(variables):
+    return [v.numpy().copy() for v in variables]
+
+
+def _slots(optimizer, variables):
+    index = [optimizer._get_variable_index(v) for v in variables]
+    return [optimizer._adam_m[i].numpy().copy() for i in index] + \
+        [optimizer._adam_v[i].numpy().copy() for i in index]
+
+
+def _unchanged(before, after):
+    return all(np.array_equal(a, b) for a, b in zip(before, after))
+
+
+def test_two_stage_switches_freezes_and_restarts_the_schedule():
+    state = _state(**TWO_STAGE)
+    model, optimizer = state.model, state.optimizer
+    step = tf.function(state.make_train_step(1, jit_compile=False))
+    generator, discriminator = model.generator_variables(), model.discriminator_variables()
+    disc_start, gen_start = _values(discriminator), _values(generator)
+    rates = []
+    for _ in range(2):  # stage 1: the discriminator neither learns nor decays
+        rates.append(float(optimizer.learning_rate))
+        step(_features())
+    assert _unchanged(disc_start, _values(discriminator))
+    assert not any(s.any() for s in _slots(optimizer, discriminator))
+    assert not _unchanged(gen_start, _values(generator))
+    # The switch: the discriminator's encoder becomes the generator's.
+    tf.function(state._start_discriminator_from_generator)()
+    for ours, theirs in zip(model.discriminator.weights, model.generator.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    frozen, frozen_slots = _values(generator), _slots(optimizer, generator)
+    switched = _values(discriminator)
+    for _ in range(2):  # stage 2: the generator neither learns, decays nor moves its moments
+        rates.append(float(optimizer.learning_rate))
+        step(_features())
+    assert _unchanged(frozen, _values(generator))
+    assert _unchanged(frozen_slots, _slots(optimizer, generator))
+    assert not _unchanged(switched, _values(discriminator))
+    # Each stage warms up from zero and decays over its own 2 steps.
+    assert rates[0] == rates[2] == 0.0 and rates[1] == rates[3] > 0
+    results = state.metrics.results()
+    assert results["stage"] == 1.5 and "disc_auc" in results
+
+
+@pytest.mark.parametrize("stop", [1, 3])
+def test_two_stage_resumes_inside_either_stage(tmp_path, stop):
+    batches = [_features(seed=i) for i in range(4)]
+    straight = _state(**TWO_STAGE)
+    step = tf.function(straight.make_train_step(1, jit_compile=False))
+    for batch in batches:
+        step(batch)
+    first = _state(**TWO_STAGE)
+    step = tf.function(first.make_train_step(1, jit_compile=False))
+    for batch in batches[:stop]:
+        step(batch)
+    path = first.checkpoint().save(str(tmp_path / "ckpt"))
+    resumed = _state(**TWO_STAGE)
+    resumed.checkpoint().restore(path).assert_existing_objects_matched()
+    step = tf.function(resumed.make_train_step(1, jit_compile=False))
+    for batch in batches[stop:]:
+        step(batch)
+    for ours, theirs in zip(resumed.model.weights, straight.model.weights):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-6, err_msg=ours.path)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_optimizer_freeze_leaves_weights_and_moments_alone(fused):
+    import keras
+    variables = [keras.Variable(np.ones((2, 3), "float32"), name=n) for n in ("kernel", "k2")]
+    optimizer = optimization.AdamWeightDecay(
+        learning_rate=optimization.WarmupPolynomialDecay(0.1, 100), weight_decay_rate=0.1,
+        fused=fused)
+    optimizer.build(variables)
+    optimizer.freeze(variables[:1], lambda: optimizer.iterations < 1)
+    grads = [np.full((2, 3), 0.5, "float32")] * 2
+    tf.function(lambda: optimizer.apply(grads, variables))()
+    assert (variables[0].numpy() == 1).all() and not optimizer._adam_m[0].numpy().any()
+    assert (variables[1].numpy() < 1).all()
+    tf.function(lambda: optimizer.apply(grads, variables))()  # step 1: no longer frozen
+    assert (variables[0].numpy() < 1).all() and optimizer._adam_m[0].numpy().any()
+
+
+# ------------------------------------------------------------------ hparams and metrics
+
+@pytest.mark.parametrize("hparams, objective", [
+    ({}, "electra"),
+    ({"electra_objective": False}, "mlm"),
+    ({"electric_objective": True}, "electric"),
+    ({"electra_objective": False, "electric_objective": True}, "electric"),  # the original's
+    ({"objective": "all_tokens_mlm", "electra_objective": False}, "all_tokens_mlm"),
+])
+def test_objective_and_its_original_spellings(hparams, objective):
+    config = tiny_config(**hparams)
+    assert config.objective == objective
+    assert config.electric_objective == (objective == "electric")
+    assert config.two_tower_generator == (objective == "electric")
+    assert tiny_config(**{k: v for k, v in config.to_dict().items()
+                          if k in ("objective", "electra_objective", "electric_objective")}
+                       ).objective == objective  # the saved spellings agree
+
+
+@pytest.mark.parametrize("hparams, message", [
+    ({"objective": "replace_mlm", "electra_objective": True},
+     "'objective' is 'replace_mlm' but electra_objective True says otherwise"),
+    ({"objective": "electra", "electric_objective": True},
+     "'objective' is 'electra' but electric_objective True says otherwise"),
+    ({"objective": "bert"}, "hparam 'objective': one of"),
+    ({"embedding_sharing": "gdes", "untied_generator_embeddings": True},
+     "'embedding_sharing' is 'gdes' but untied_generator_embeddings True"),
+    ({"training_algorithm": "two_stage"},
+     "two_stage initialises the discriminator with the generator's weights, so both must be "
+     "the same size: set generator_hidden_size and generator_layers to 1.0 (got 0.25"),
+    ({"training_algorithm": "two_stage", "generator_hidden_size": 1.0,
+      "embedding_sharing": "tied"}, "two_stage freezes the generator"),
+    ({"training_algorithm": "two_stage", "generator_hidden_size": 1.0, "num_train_steps": 5},
+     "make it even (got 5)"),
+    ({"training_algorithm": "adversarial", "objective": "replace_mlm"},
+     "adversarial trains a generator against ELECTRA's discriminator"),
+    ({"training_algorithm": "adversarial", "uniform_generator": True},
+     "adversarial needs a generator network of its own"),
+    ({"embedding_sharing": "gdes", "objective": "mlm"}, "gdes shares a separate"),
+    ({"objective": "mlm", "uniform_generator": True}, "cannot be uniform"),
+])
+def test_contradictions_fail_naming_the_hparams(hparams, message):
+    with pytest.raises(ConfigError) as error:
+        tiny_config(**hparams)
+    assert message in str(error.value)
+
+
+def test_two_stage_and_untied_spellings_resolve():
+    config = tiny_config(**TWO_STAGE)
+    assert config.embedding_sharing == "untied" and config.untied_generator_embeddings
+    assert tiny_config(untied_generator_embeddings=True).embedding_sharing == "untied"
+
+
+def test_resuming_checks_the_new_shape_hparams():
+    from electra_tf.config import check_resumable
+    saved = tiny_config().to_dict()
+    check_resumable(tiny_config(), saved, "here")
+    # A run saved before these hparams existed resumes as what its spellings say.
+    legacy = {k: v for k, v in saved.items()
+              if k not in ("objective", "training_algorithm", "embedding_sharing")}
+    check_resumable(tiny_config(), legacy, "here")
+    with pytest.raises(ConfigError, match="objective: 'electra' there, 'electra_15' now"):
+        check_resumable(tiny_config(objective="electra_15"), saved, "here")
+    with pytest.raises(ConfigError, match="resume it with num_train_steps 4"):
+        check_resumable(tiny_config(**{**TWO_STAGE, "num_train_steps": 8}),
+                        tiny_config(**TWO_STAGE).to_dict(), "here")
+
+
+@pytest.mark.parametrize("hparams, present, absent", [
+    ({"objective": "electra_15"}, {"disc_loss", "disc_auc", "replaced_fraction"},
+     {"replace_mlm_loss"}),
+    ({"objective": "mlm"}, {"masked_lm_loss", "masked_lm_accuracy"},
+     {"disc_loss", "sampled_masked_lm_accuracy"}),
+    ({"objective": "replace_mlm"}, {"replace_mlm_loss", "replace_mlm_accuracy",
+                                    "replace_mlm_fake_accuracy", "sampled_masked_lm_accuracy"},
+     {"disc_loss", "disc_auc"}),
+    ({"objective": "all_tokens_mlm"}, {"all_tokens_mlm_loss", "all_tokens_mlm_accuracy",
+                                       "all_tokens_mlm_fake_accuracy", "copy_probability",
+                                       "disc_auc"}, {"disc_loss"}),
+    ({"training_algorithm": "adversarial"}, {"adversarial_reward", "baseline_loss",
+                                             "disc_loss"}, {"stage"}),
+])
+def test_each_objective_evaluates_its_own_metrics(hparams, present, absent):
+    """What do_eval computes: the metrics over model(features, training=False)."""
+    model = _model(**hparams)
+    metrics = pretraining.PretrainingMetrics(model)
+    metrics.update(model(_features(), training=False))
+    results = metrics.results()
+    assert present <= set(results), present - set(results)
+    assert not absent & set(results) and "grad_norm" not in results
+    assert all(np.isfinite(v) for v in results.values())
+
+
+def test_two_stage_first_stage_reports_no_discriminator_metrics():
+    model = _model(**TWO_STAGE)
+    metrics = pretraining.PretrainingMetrics(model)
+    metrics.update(model(_features(), training=True, stage=1))
+    results = metrics.results()
+    assert results["stage"] == 1.0 and "masked_lm_loss" in results
+    assert not {"disc_loss", "disc_auc", "disc_accuracy"} & set(results)
+
+
+# ------------------------------------------------------------------ run_pretraining.py
+
+def _pretrain(data_dir, name, **hparams):
+    hparams = {**TINY_MODEL, "num_train_steps": 2, "iterations_per_loop": 2,
+               "text_summary_steps": 2, **hparams}
+    result = run_script("run_pretraining.py", f"--data_dir={data_dir}", f"--model_name={name}",
+                        f"--hparams={json.dumps(hparams)}")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return result.stdout, data_dir / "models" / name
+
+
+def _scalars(model_dir):
+    tags = set()
+    for path in glob.glob(os.path.join(model_dir, "events.out.tfevents*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags |= {value.tag for value in event.summary.value}
+    return tags
+
+
+@pytest.mark.parametrize("hparams, scalars", [
+    ({"objective": "replace_mlm"}, {"replace_mlm_loss", "replace_mlm_fake_accuracy"}),
+    ({"objective": "electra_15", "training_algorithm": "two_stage",
+      "generator_hidden_size": 1.0, "num_train_steps": 4},
+     {"stage", "disc_loss", "masked_lm_loss"}),
+    ({"training_algorithm": "adversarial", "embedding_sharing": "gdes",
+      "adversarial_mlm_weight": 0.5}, {"adversarial_reward", "baseline_loss", "disc_auc"}),
+    ({"objective": "mlm"}, {"masked_lm_loss"}),
+])
+def test_run_pretraining_trains_each_objective_and_algorithm(data_dir, hparams, scalars):
+    stdout, model_dir = _pretrain(data_dir, "run", **hparams)
+    assert "exported" in stdout and os.path.exists(model_dir / "discriminator.keras")
+    assert scalars <= _scalars(model_dir), scalars - _scalars(model_dir)
+    assert (model_dir / "vocab.txt").read_text() == (data_dir / "vocab.txt").read_text()
+    exported = checkpoints.load_pretrained(str(model_dir))
+    assert exported.vocab_file == str(model_dir / "vocab.txt") and exported.do_lower_case
+    if hparams.get("embedding_sharing") == "gdes":
+        # The generator's tables and the discriminator's sums differ after training.
+        assert not np.allclose(exported.generator.encoder.embedding_table.numpy(),
+                               exported.discriminator.encoder.embedding_table.numpy())
+
+
+def _sst(directory):
+    """A few SST-format sentences (written for this test) with labels."""
+    good = ["a wonderful , moving film", "great acting and a clever story", "i loved it",
+            "funny , warm and smart", "a joy from start to finish", "beautifully made"]
+    bad = ["a dull , lifeless mess", "boring and far too long", "i hated it",
+           "the plot makes no sense", "a waste of two hours", "badly acted"]
+    rows = [f"{s}\t1" for s in good] + [f"{s}\t0" for s in bad]
+    directory.mkdir(parents=True)
+    for split in ("train", "dev"):
+        (directory / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+
+
+def test_all_tokens_mlm_evaluates_exports_and_fine_tunes_with_no_size_hparams(data_dir):
+    _, model_dir = _pretrain(data_dir, "atm", objective="all_tokens_mlm")
+    evaluation = run_script("run_pretraining.py", f"--data_dir={data_dir}", "--model_name=atm",
+                            "--hparams=" + json.dumps({**TINY_MODEL, "objective": "all_tokens_mlm",
+                                                       "do_train": False, "do_eval": True,
+                                                       "num_eval_steps": 1}))
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
+    results = (model_dir / "results" / "unsup_results.txt").read_text()
+    assert "all_tokens_mlm_loss = " in results and "disc_auc = " in results
+    _sst(data_dir / "finetuning_data" / "sst")
+    hparams = {"task_names": ["sst"], "num_train_epochs": 1, "max_seq_length": 16,
+               "train_batch_size": 4, "eval_batch_size": 4, "predict_batch_size": 4}
+    tuned = run_script("run_finetuning.py", f"--data_dir={data_dir}", "--model_name=atm",
+                       f"--hparams={json.dumps(hparams)}")
+    assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-3000:]
+    assert "initialised the encoder from" in tuned.stdout
+    summary = json.loads((model_dir / "results" / "sst_results.json").read_text())
+    assert 0 <= summary["median"]["sst"]["accuracy"] <= 100

@@ -13,23 +13,11 @@ import tensorflow as tf
 from conftest import TINY_MODEL, run_script, tiny_config
 from electra_tf import checkpoints, modeling, optimization, pretraining
 from electra_tf.config import ConfigError
+from test_model import _features
 
 NO_DROPOUT = {"model_hparam_overrides": {**TINY_MODEL["model_hparam_overrides"],
                                          "hidden_dropout_prob": 0.0,
                                          "attention_probs_dropout_prob": 0.0}}
-
-
-def _features(batch=4, seq=32, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(1000, 30000, (batch, seq)).astype(np.int32)
-    mask = np.ones_like(ids)
-    ids[:, 0], ids[:, seq // 2] = 101, 102
-    ids[1, 20:], mask[1, 20:] = 0, 0
-    ids[1, 19] = 102
-    segments = np.zeros_like(ids)
-    segments[:, seq // 2 + 1:] = 1
-    return {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
-            "segment_ids": tf.constant(segments * mask)}
 
 
 def _model(**hparams):

@@ -4,13 +4,16 @@ exports to Hugging Face, TF1-style checkpoints and TF SavedModel.
 Every format is read into one canonical form, {the original's TF1 variable name: array}
 (`electra/encoder/layer_3/attention/self/query/kernel`, `generator_predictions/output_bias`,
 ...), which is then assigned to our Keras models by structure (see `model_variables`), so each
-format needs only its name map. Sizes are inferred from the shapes (heads: hidden / 64, as the
-original's configs, unless a Hugging Face config.json says otherwise). A variable the model
-expects but the checkpoint lacks, a shape that differs, or a checkpoint variable that nothing
-takes fails with the names.
+format needs only its name map. A Hugging Face config.json or a .keras config gives the
+architecture; TF1 sizes come from the shapes, and what shapes do not show (heads, activation,
+LayerNorm epsilon) from an argument or the config saved beside the checkpoint (see _tf1_sizes).
+A variable the model expects but the checkpoint lacks, a shape that differs, or a checkpoint
+variable that nothing takes fails with the names. Exports carry the tokenizer (vocab.txt,
+tokenizer_config.json).
 
     pretrained = load_pretrained("electra_small/")  # TF1, HF, .keras: detected
     pretrained.discriminator, pretrained.generator, pretrained.vocab_file
+    read_architecture("electra_small/").discriminator  # the hyperparameters, no weights
 
 >>> sizes = EncoderSizes(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
 ...                      num_attention_heads=2, intermediate_size=32)

@@ -425,7 +425,8 @@ def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_
     vocab = BERT_VOCAB.read_text().splitlines()[:120]  # the model's 120 tokens
     (tmp_path / "a" / "vocab.txt").write_text("\n".join(vocab) + "\n")
     result = run_script("convert_checkpoint.py", f"--input={tmp_path / 'a'}",
-                        f"--output={tmp_path / 'hf'}", "--to=hf")
+                        f"--output={tmp_path / 'hf'}", "--to=hf",
+                        expect_failure=True)
     assert result.returncode != 0 and "give num_attention_heads" in result.stderr
     from convert_checkpoint import convert
     convert(str(tmp_path / "a"), str(tmp_path / "hf"), "hf", num_attention_heads=4)
@@ -492,7 +493,8 @@ def test_an_export_without_a_vocabulary_fails_clearly(tmp_path):
     data_dir, model_dir, _ = _run_output(tmp_path)
     os.remove(data_dir / "vocab.txt")
     result = run_script("convert_checkpoint.py", f"--input={model_dir}",
-                        f"--output={tmp_path / 'hf'}", "--to=hf")
+                        f"--output={tmp_path / 'hf'}", "--to=hf",
+                        expect_failure=True)
     assert result.returncode != 0 and "pass --vocab_file" in result.stderr
     assert not (tmp_path / "hf").exists()
     from convert_checkpoint import convert

@@ -425,6 +425,7 @@ def _scalars(model_dir):
     return tags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hparams, scalars", [
     ({"objective": "replace_mlm"}, {"replace_mlm_loss", "replace_mlm_fake_accuracy"}),
     ({"objective": "electra_15", "training_algorithm": "two_stage",
@@ -459,6 +460,7 @@ def _sst(directory):
         (directory / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
 
 
+@pytest.mark.slow
 def test_all_tokens_mlm_evaluates_exports_and_fine_tunes_with_no_size_hparams(data_dir):
     _, model_dir = _pretrain(data_dir, "atm", objective="all_tokens_mlm")
     evaluation = run_script("run_pretraining.py", f"--data_dir={data_dir}", "--model_name=atm",

@@ -126,7 +126,7 @@ class PretrainingModel(keras.Model):
         self.parts = [*self.generator_part.layers,
                       *(self.objective.layers if self.objective else []),
                       *([self.baseline_head] if self.baseline_head else [])]
-        # Two-stage training's switch step (config.validate checks that the shapes agree).
+        # Two-stage training's switch: the step that starts the discriminator's stage.
         self.switch_step = c.num_train_steps // 2 if c.training_algorithm == "two_stage" \
             else None
 

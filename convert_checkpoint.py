@@ -26,6 +26,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags  # noqa: E402
 
+from electra_tf import cli  # noqa: E402
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Pretrained weights in any supported format.")
 flags.DEFINE_string("output", None, "Output directory.")
@@ -103,4 +105,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main, "docs/checkpoints.md")

@@ -22,6 +22,7 @@ import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow l
 from absl import app, flags  # noqa: E402
 
 from pretrain_data import build_pretraining_dataset as builder  # noqa: E402
+from electra_tf import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -58,4 +59,4 @@ if __name__ == "__main__":
                         "to its pretrain_tfrecords/.")
     flags.mark_flag_as_required("data_dir")
     builder.define_flags(corpus=False)
-    app.run(main)
+    cli.run(main, "docs/data.md")

@@ -52,6 +52,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
+from electra_tf import cli  # noqa: E402
+
 FLAGS = flags.FLAGS
 SHARD_PREFIX = "pretrain_data.tfrecord"
 INCOMPLETE_DIR = "incomplete"  # shards being written, inside --output_dir
@@ -802,4 +804,4 @@ def check_tfds(source: dict) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main, "docs/data.md")

@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
+from electra_tf import cli  # noqa: E402
+
 FLAGS = flags.FLAGS
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -120,4 +122,4 @@ if __name__ == "__main__":
     for name in ("corpus_dir", "output_file", "vocab_size", "do_lower_case", "do_strip_accents"):
         flags.DEFINE_alias(name.replace("_", "-"), name)
     flags.mark_flags_as_required(["corpus_dir", "output_file"])
-    app.run(main)
+    cli.run(main, "docs/data.md")

@@ -13,17 +13,22 @@ on the dev sets and writes DATA_DIR/models/NAME/results/<tasks>_results.txt and 
 trial, and the median), the fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/,
 and with "write_test_outputs" the leaderboard files under DATA_DIR/models/NAME/test_predictions/.
 Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
+SIGTERM or Ctrl-C during training writes a checkpoint; rerunning the same command then resumes
+that trial and skips the finished ones.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
 from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
+
+from electra_tf import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Location of data files (finetuning_data, models, vocab).")
@@ -70,21 +75,95 @@ def _write_results(config, trials: list[dict[str, dict[str, float]]]) -> dict:
     return summary
 
 
-def run(config) -> dict:
-    """Every trial: train (do_train), evaluate on the dev sets (do_eval), write test outputs."""
+# Hparams that change neither what a trial trains nor its results: an interrupted run may be
+# resumed with other values.
+_NOT_IN_FINGERPRINT = ("num_trials", "log_steps", "log_seconds", "log_examples",
+                       "iterations_per_loop")
+
+
+class _Trials:
+    """Which trials of this run are done, so that a rerun after an interruption (SIGTERM, a
+    crash) skips them and resumes the interrupted one. DATA_DIR/models/NAME/finetuning_models/
+    <tasks>_run.json holds the run's hparams, each finished trial's results, and whether the
+    run finished; <trial dir>/trial.json the hparams its checkpoints were trained with.
+
+    A rerun of a finished run, or one with other hparams, starts every trial afresh, deleting
+    its directory, as the original does; so does a trial directory from another run."""
+
+    def __init__(self, config):
+        import tensorflow as tf
+
+        self.fingerprint = {k: v for k, v in json.loads(config.to_json()).items()
+                            if k not in _NOT_IN_FINGERPRINT}
+        self.path = os.path.join(config.pretrained_model_dir, "finetuning_models",
+                                 f"{config.task_string}_run.json")
+        self.done: dict[str, dict] = {}
+        if tf.io.gfile.exists(self.path):
+            with tf.io.gfile.GFile(self.path) as f:
+                try:
+                    saved = json.load(f)
+                except json.JSONDecodeError:
+                    saved = {}
+            if saved.get("fingerprint") == self.fingerprint and not saved.get("finished"):
+                self.done = saved.get("trials", {})
+                print(f"resuming an interrupted run ({len(self.done)} trial(s) done, "
+                      f"{self.path})", flush=True)
+        self._write(finished=False)
+
+    def _write(self, finished: bool) -> None:
+        from electra_tf import resume
+
+        resume.write_atomically(self.path, json.dumps(
+            {"fingerprint": self.fingerprint, "trials": self.done, "finished": finished},
+            indent=2))
+
+    def results(self, trial: int) -> dict | None:
+        """The results of a trial this run already finished, else None."""
+        return self.done.get(str(trial))
+
+    def start(self, model_dir: str) -> None:
+        """Keeps an interrupted trial of this run (training resumes from its checkpoint);
+        deletes anything else in model_dir."""
+        import tensorflow as tf
+
+        from electra_tf import resume
+
+        marker = os.path.join(model_dir, "trial.json")
+        if tf.io.gfile.exists(marker):
+            with tf.io.gfile.GFile(marker) as f:
+                try:
+                    same = json.load(f) == self.fingerprint
+                except json.JSONDecodeError:
+                    same = False
+            if same:
+                return
+        if tf.io.gfile.exists(model_dir):
+            tf.io.gfile.rmtree(model_dir)  # as the original: a trial starts afresh
+        tf.io.gfile.makedirs(model_dir)
+        resume.write_atomically(marker, json.dumps(self.fingerprint, indent=2))
+
+    def finish(self, trial: int, results: dict, last: bool) -> None:
+        self.done[str(trial)] = results
+        self._write(finished=last)
+
+
+def run(config, strategy=None) -> dict:
+    """Every trial: train (do_train), evaluate on the dev sets (do_eval), write test outputs.
+    Raises training.Preempted when SIGTERM/SIGINT stops a trial (a checkpoint written)."""
     import keras
     import tensorflow as tf
 
     from electra_tf import training
     from electra_tf.finetuning import trainer
 
+    if strategy is None:
+        strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                          config.gcp_project)
     print("=" * 30 + " Config " + "=" * 30)
     print(config.to_json(), flush=True)
     print(hardware.banner(), flush=True)
     tasks = trainer.make_tasks(config)
     tokenizer = trainer.make_tokenizer(config)
-    strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
-                                      config.gcp_project)
 
     def load(task, split):
         return trainer.load_split(config, tasks, task, split, tokenizer)
@@ -104,11 +183,18 @@ def run(config) -> dict:
             test_data += [load(task, split) for split in splits]
 
     trials = []
+    progress = _Trials(config) if config.do_train else None
     for trial in range(1, config.num_trials + 1):
         seed = config.seed + trial - 1
         keras.utils.set_random_seed(seed)
         model_dir = config.model_dir(trial)
         print(f"{'=' * 20} trial {trial}/{config.num_trials}: {model_dir} {'=' * 20}", flush=True)
+        if progress is not None and progress.results(trial) is not None:
+            print(f"trial {trial} finished in an earlier, interrupted run: its results are "
+                  "reused", flush=True)
+            if config.do_eval:
+                trials.append(progress.results(trial))
+            continue
         with strategy.scope(), training.precision_policy(config.precision):
             model = trainer.build_model(config, tasks)
         if config.do_train:
@@ -117,8 +203,7 @@ def run(config) -> dict:
                 print(f"initialised the encoder from {source}", flush=True)
             else:
                 print("no init_checkpoint: training from random weights", flush=True)
-            if tf.io.gfile.exists(model_dir):
-                tf.io.gfile.rmtree(model_dir)  # as the original: a trial starts afresh
+            progress.start(model_dir)
             trainer.train(config, model, tasks, train_data, strategy, model_dir, seed)
             if config.export_saved_model:
                 from electra_tf import checkpoints
@@ -135,6 +220,7 @@ def run(config) -> dict:
                                         "checkpoint to evaluate; train first")
             training.checkpoint(model).restore(latest).expect_partial() \
                 .assert_existing_objects_matched()
+            print(f"evaluating the fine-tuned checkpoint {latest}", flush=True)
         if config.do_eval:
             results = {}
             for data in dev_data:
@@ -147,6 +233,9 @@ def run(config) -> dict:
                 written = trainer.write_test_outputs(config, model, data, tokenizer,
                                                      config.test_predictions_dir(trial))
                 print(f"wrote {', '.join(written)}", flush=True)
+        if progress is not None:
+            progress.finish(trial, trials[-1] if config.do_eval else {},
+                            last=trial == config.num_trials)
         if not config.keep_all_models and trial != config.num_trials:
             tf.io.gfile.rmtree(model_dir)  # gs:// too
     return _median(trials) if trials else {}
@@ -157,17 +246,29 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     from electra_tf import config as config_lib
-    from electra_tf import training
+    from electra_tf import resume, training
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning.task import DataError
 
     try:
         config = finetuning_config.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
         training.split_cpu(FLAGS.num_cpu_devices)
-        run(config)
+        # Before any other TensorFlow op: a multi-worker strategy cannot be made afterwards.
+        strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                          config.gcp_project)
+    except (config_lib.ConfigError, FileNotFoundError) as e:
+        raise app.UsageError(str(e)) from None
+    cli.hide_xla_notice()
+    try:
+        run(config, strategy)
+    except training.Preempted as e:
+        print(e, flush=True)
+        sys.exit(e.exit_code)
+    except (training.Diverged, resume.CheckpointError, resume.CheckpointWriteError) as e:
+        cli.fail(str(e))
     except (config_lib.ConfigError, DataError, FileNotFoundError, ValueError) as e:
         raise app.UsageError(str(e)) from None
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main, "docs/finetuning.md")

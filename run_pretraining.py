@@ -5,8 +5,8 @@
 Reads DATA_DIR/pretrain_tfrecords/pretrain_data.tfrecord* and DATA_DIR/vocab.txt; writes
 checkpoints, TensorBoard events, the resolved config and, at the end, the discriminator and
 generator as .keras models into DATA_DIR/models/NAME/. Rerunning the same command resumes from
-the latest checkpoint. `{"do_train": false, "do_eval": true}` evaluates the latest checkpoint and
-writes DATA_DIR/models/NAME/results/unsup_results.txt.
+the latest checkpoint; SIGTERM or Ctrl-C writes one first. `{"do_train": false, "do_eval":
+true}` evaluates the latest checkpoint and writes DATA_DIR/models/NAME/results/unsup_results.txt.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import time
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
 from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before TensorFlow loads)
-from absl import app, flags, logging
+from absl import app, flags, logging  # noqa: E402
+
+from electra_tf import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "Location of data files (TFRecords, vocab, models).")
@@ -30,6 +32,9 @@ flags.DEFINE_integer("num_cpu_devices", 0, "Split the host CPU into this many lo
 # The original's README spells the flags with dashes.
 flags.DEFINE_alias("data-dir", "data_dir")
 flags.DEFINE_alias("model-name", "model_name")
+
+CONSOLE_KEYS = ("loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy", "disc_auc",
+                "learning_rate")
 
 
 def _example_markdown(inv_vocab, out: dict, index: int) -> str:
@@ -59,13 +64,77 @@ def _example_markdown(inv_vocab, out: dict, index: int) -> str:
     return "\n".join(rows)
 
 
-def train_or_eval(config) -> dict[str, float]:
+def _text_sample(config, strategy, state, files: list[str], vocab: dict[str, int]):
+    """The TensorBoard text sample (a Hook): the first example of the first input file through
+    the model. It uses the training random stream and puts its state back, so that it never
+    changes the training run."""
+    import tensorflow as tf
+
+    from electra_tf import data
+
+    batch = next(iter(data.pretraining_dataset(files[:1], 1, config.max_seq_length,
+                                               is_training=False)))
+    inspect = tf.function(lambda features: strategy.run(
+        lambda f: state.model(f, training=False), args=(features,)))
+    inv_vocab = {i: t for t, i in vocab.items()}
+
+    def sample(step, state) -> dict[str, str]:
+        rng_state = tf.identity(state.rng.state)
+        out = strategy.experimental_local_results(inspect(batch))[0]
+        state.rng.state.assign(rng_state)
+        return {"example": _example_markdown(inv_vocab, {k: v.numpy() for k, v in out.items()},
+                                             0)}
+
+    return sample
+
+
+def _read_saved_config(path: str) -> dict | None:
+    """pretrain_config.json of an earlier run; None (saying so) when it is damaged."""
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(path):
+        return None
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        print(f"{path} is damaged ({e}): the run's earlier hparams cannot be compared; it is "
+              "rewritten from this run's", flush=True)
+        return None
+
+
+def _record_changes(config, saved: dict, step: int) -> None:
+    """Logs the hparams a resumed run changes (e.g. a longer num_train_steps, a lower
+    learning_rate) and appends them to hparam_changes.json. They are allowed, not refused:
+    continuing longer or at a lower rate after a spike is how long runs are nursed; hparams
+    that would not restore are refused earlier (config.check_resumable)."""
+    import tensorflow as tf
+
+    from electra_tf import resume
+
+    ours = json.loads(config.to_json())
+    changed = {k: [saved.get(k), v] for k, v in ours.items() if saved.get(k, v) != v}
+    if not changed:
+        return
+    path = os.path.join(config.model_dir, "hparam_changes.json")
+    history = []
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            history = json.load(f)
+    history.append({"step": step, "changed": changed})
+    resume.write_atomically(path, json.dumps(history, indent=2))
+    print(f"resuming at step {step} with changed hparams: " +
+          ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items()) +
+          f" (recorded in {path})", flush=True)
+
+
+def train_or_eval(config, strategy) -> dict[str, float]:
     """Trains (do_train) or evaluates the latest checkpoint (do_eval); returns the metrics of
     the last logging interval or of the evaluation."""
     import tensorflow as tf
 
     from electra_tf import config as config_lib
-    from electra_tf import data, pretraining, training
+    from electra_tf import data, health, pretraining, resume, training
 
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
@@ -73,11 +142,9 @@ def train_or_eval(config) -> dict[str, float]:
         raise config_lib.ConfigError(
             f"hparam 'vocab_size' is {config.vocab_size} but {config.vocab_file} has "
             f"{len(vocab)} tokens; remove vocab_size to take it from the file")
-    files = data.check_files(config.pretrain_tfrecords if config.do_train
-                             else config.eval_tfrecords, config.max_seq_length)
+    pattern = config.pretrain_tfrecords if config.do_train else config.eval_tfrecords
+    files = data.check_files(pattern, config.max_seq_length)
 
-    strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
-                                      config.gcp_project)
     replicas = strategy.num_replicas_in_sync
     batch_size = config.train_batch_size if config.do_train else config.eval_batch_size
     batch_key = "train_batch_size" if config.do_train else "eval_batch_size"
@@ -86,110 +153,104 @@ def train_or_eval(config) -> dict[str, float]:
             f"hparam {batch_key!r} = {batch_size} is not divisible by the {replicas} replicas "
             f"of strategy {config.strategy!r}")
     jit = training.use_xla(config.jit_compile, strategy)
+    chief = training.is_chief(strategy)
 
     print("=" * 30 + " Config " + "=" * 30)
     print(config.to_json())
     print(hardware.banner(), flush=True)
     print(f"strategy {config.strategy} with {replicas} replica(s), precision {config.precision}"
-          f", XLA {'on' if jit else 'off'}, {len(files)} input file(s)", flush=True)
-    tf.io.gfile.makedirs(config.model_dir)
-    saved_config = os.path.join(config.model_dir, "pretrain_config.json")
-    if tf.train.latest_checkpoint(config.model_dir) and tf.io.gfile.exists(saved_config):
-        with tf.io.gfile.GFile(saved_config) as f:
-            config_lib.check_resumable(config, json.load(f), saved_config)
-    if config.do_train:
-        with tf.io.gfile.GFile(saved_config, "w") as f:
-            f.write(config.to_json())
+          f", XLA {'for the whole step' if jit else 'only for the small fused functions'}, "
+          f"{len(files)} input file(s)", flush=True)
+    saved_path = os.path.join(config.model_dir, "pretrain_config.json")
+    saved = _read_saved_config(saved_path)
+    if saved is not None and tf.io.gfile.glob(os.path.join(config.model_dir, "ckpt-*.index")):
+        config_lib.check_resumable(config, saved, saved_path)
 
     state = pretraining.create_state(config, special, strategy)
-    model, optimizer, metrics = state.model, state.optimizer, state.metrics
-    checkpoint = state.checkpoint()
-    manager = tf.train.CheckpointManager(
-        checkpoint, config.model_dir, max_to_keep=config.keep_checkpoint_max or None,
-        step_counter=optimizer.iterations)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        print(f"restored step {int(optimizer.iterations.numpy())} from {manager.latest_checkpoint}",
-              flush=True)
-    elif config.do_eval:
-        raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "
-                                "or point model_dir at a pretraining run")
-    elif config.init_checkpoint:
-        for line in pretraining.initialize_from(model, config.init_checkpoint):
+    checkpointer = resume.Checkpointer(
+        state.checkpoint(), config.model_dir, state.optimizer.iterations,
+        config.keep_checkpoint_max, chief=chief, writable=config.do_train,
+        guard_variables=state.model.trainable_variables)
+    step = int(state.optimizer.iterations.numpy())
+    if checkpointer.restored:
+        print(f"restored step {step} from {checkpointer.restored}", flush=True)
+    if config.do_eval:
+        return _evaluate(config, strategy, state, checkpointer, files)
+    if checkpointer.restored and saved is not None:
+        _record_changes(config, saved, step)
+    if chief:
+        resume.write_atomically(saved_path, config.to_json())
+    if not checkpointer.restored and config.init_checkpoint:
+        for line in pretraining.initialize_from(state.model, config.init_checkpoint):
             print(line, flush=True)
 
-    per_replica_batch = batch_size // replicas
-    dataset = strategy.distribute_datasets_from_function(
-        lambda ctx: data.pretraining_dataset(files, per_replica_batch, config.max_seq_length,
-                                             is_training=config.do_train, input_context=ctx,
-                                             seed=config.seed))
-    iterator = iter(dataset)
-
-    if config.do_eval:
-        return _evaluate(config, strategy, model, metrics, iterator)
-
-    train_step = state.make_train_step(replicas, jit)
-    train_loop = training.run_steps(strategy, train_step)
-    inspect = tf.function(lambda batch: strategy.run(
-        lambda features: model(features, training=False), args=(batch,)))
-    inv_vocab = {i: t for t, i in vocab.items()}
-
-    step = int(optimizer.iterations.numpy())
-    logger = training.ProgressLogger(config.model_dir, config.num_train_steps, step,
-                                     config.train_batch_size)
-    log_every = config.log_steps or config.iterations_per_loop
-    console = ("loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy", "disc_auc",
-               "learning_rate")
-    results: dict[str, float] = {}
-    next_text = step + 1 if config.text_summary_steps else None
-    start = time.time()
-    while step < config.num_train_steps:
-        boundaries = [config.num_train_steps, (step // log_every + 1) * log_every,
-                      (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps,
-                      step + config.iterations_per_loop]
-        train_loop(iterator, tf.constant(min(boundaries) - step))
-        step = int(optimizer.iterations.numpy())
-        if step % log_every == 0 or step == config.num_train_steps:
-            results = metrics.results()
-            results["learning_rate"] = float(optimizer.learning_rate.numpy())
-            if state.loss_scale is not None:
-                results["loss_scale"] = float(state.loss_scale.scale.numpy())
-            logger.log(step, results, console)
-            metrics.reset()
-        if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
-            manager.save(checkpoint_number=step)
-        if next_text is not None and step >= next_text:
-            out = strategy.experimental_local_results(inspect(next(iterator)))[0]
-            out = {k: v.numpy() for k, v in out.items()}
-            logger.text(step, "example", _example_markdown(inv_vocab, out, 0))
-            next_text = step + config.text_summary_steps
-    print(f"trained to step {step} in {training.format_duration(time.time() - start)}; "
-          f"checkpoints in {config.model_dir}", flush=True)
-    _export(config, model)
+    input_ = training.Input(
+        strategy, lambda batch, context, start: data.pretraining_dataset(
+            files, batch, config.max_seq_length, input_context=context,
+            seed=None if config.seed is None else config.seed + start),
+        config.train_batch_size)
+    hooks = [training.Hook("text sample", config.text_summary_steps,
+                           _text_sample(config, strategy, state, files, vocab))]
+    log_steps = config.log_steps or config.iterations_per_loop
+    # After the warmup and five logging intervals: a run's first noisy intervals never warn.
+    monitor = health.pretraining_monitor(config.mask_prob, config.vocab_size,
+                                         max(config.num_warmup_steps, 5 * log_steps))
+    loop = training.LoopConfig(
+        model_dir=config.model_dir, num_steps=config.num_train_steps,
+        global_batch_size=config.train_batch_size,
+        iterations_per_loop=config.iterations_per_loop, log_steps=log_steps,
+        save_steps=config.save_checkpoints_steps, log_seconds=config.log_seconds,
+        nonfinite_patience=config.nonfinite_patience, console_keys=CONSOLE_KEYS)
+    try:
+        results = training.train(strategy, state, state.make_train_step(replicas, jit), input_,
+                                 checkpointer, loop, hooks, monitor)
+    except training.InputDataError as e:
+        bad = data.find_unreadable(files)
+        if bad is None:
+            raise
+        raise training.InputDataError(f"{bad[0]} cannot be read ({bad[1]}): remove it from "
+                                      f"the input or rebuild it. {e}") from None
+    if chief:
+        _export(config, state.model)
     return results
 
 
-def _evaluate(config, strategy, model, metrics, iterator) -> dict[str, float]:
-    import tensorflow as tf
+def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[str, float]:
+    """The original's do_eval: the metrics of the restored checkpoint over num_eval_steps
+    batches of eval_tfrecords (fewer when the files end first: they are read once)."""
+    from electra_tf import data, resume, training
 
-    from electra_tf import training
+    if not checkpointer.restored:
+        raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "
+                                "or point model_dir at a pretraining run")
+    where = ("the training files: set eval_tfrecords to held-out TFRecords for a held-out "
+             "evaluation" if config.eval_tfrecords == config.pretrain_tfrecords
+             else "eval_tfrecords")
+    print(f"evaluating {checkpointer.restored} (step {int(state.optimizer.iterations.numpy())})"
+          f" on up to {config.num_eval_steps} batches of {config.eval_batch_size} examples from "
+          f"{len(files)} file(s) matching {config.eval_tfrecords} ({where})", flush=True)
 
     def eval_step(features):
-        metrics.update(model(features, training=False))
+        state.metrics.update(state.model(features, training=False))
 
-    training.run_steps(strategy, eval_step)(iterator, tf.constant(config.num_eval_steps))
-    results = metrics.results()
+    input_ = training.Input(
+        strategy, lambda batch, context, start: data.pretraining_dataset(
+            files, batch, config.max_seq_length, is_training=False, input_context=context),
+        config.eval_batch_size)
+    batches = training.evaluate(strategy, eval_step, input_, config.num_eval_steps,
+                                config.log_seconds)
+    results = state.metrics.results()
     results.pop("grad_norm", None)
-    tf.io.gfile.makedirs(os.path.dirname(config.results_txt))
-    with tf.io.gfile.GFile(config.results_txt, "w") as f:
-        for key in sorted(results):
-            f.write(f"{key} = {results[key]}\n")
-    with tf.io.gfile.GFile(config.results_pkl, "wb") as f:
-        pickle.dump(results, f)
+    results["num_examples"] = float(batches * config.eval_batch_size)
+    if training.is_chief(strategy):
+        resume.write_atomically(config.results_txt, "".join(
+            f"{key} = {results[key]}\n" for key in sorted(results)))
+        resume.write_atomically(config.results_pkl, pickle.dumps(results))
     print("=" * 30 + " Evaluation " + "=" * 30)
     for key in sorted(results):
         print(f"  {key} = {results[key]:.4f}")
-    print(f"results written to {config.results_txt}", flush=True)
+    print(f"evaluated {batches * config.eval_batch_size} examples ({batches} batches); results "
+          f"written to {config.results_txt}", flush=True)
     return results
 
 
@@ -208,15 +269,28 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     from electra_tf import config as config_lib
-    from electra_tf import data, training
+    from electra_tf import data, resume, training
 
     try:
         config = config_lib.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
         training.split_cpu(FLAGS.num_cpu_devices)
-        train_or_eval(config)
+        # Before any other TensorFlow op: a multi-worker strategy cannot be made afterwards.
+        strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                          config.gcp_project)
+    except (config_lib.ConfigError, FileNotFoundError) as e:
+        raise app.UsageError(str(e)) from None
+    cli.hide_xla_notice()
+    try:
+        train_or_eval(config, strategy)
     except (config_lib.ConfigError, data.InputError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
+    except training.Preempted as e:
+        print(e, flush=True)
+        sys.exit(e.exit_code)
+    except (training.Diverged, training.InputDataError, resume.CheckpointError,
+            resume.CheckpointWriteError) as e:
+        cli.fail(str(e))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main, "docs/pretraining.md")

@@ -119,7 +119,9 @@ class PretrainingConfig(TpuHparams):
     num_eval_steps: int = 100
     keep_checkpoint_max: int = 5  # 0 or None keeps all
     log_steps: int = 0  # ours: console/TensorBoard interval; 0 means every iterations_per_loop
+    log_seconds: float = 30.0  # ours: a console progress line at least this often
     text_summary_steps: int = 5000  # ours: a sample of inputs/samples/verdicts in TensorBoard
+    nonfinite_patience: int = 20  # ours: steps in a row with a NaN/inf loss that stop the run
 
     # Model
     model_size: str = "small"  # small, base, large, or a released preset: small++, base++, large++
@@ -486,6 +488,9 @@ def validate(c: PretrainingConfig) -> None:
                 "save_checkpoints_steps", "num_eval_steps", "vocab_size"):
         require(getattr(c, key) >= 1, key, f"must be at least 1, got {getattr(c, key)}")
     require(c.num_warmup_steps >= 0, "num_warmup_steps", "must be >= 0")
+    require(c.log_seconds > 0, "log_seconds", f"must be > 0, got {c.log_seconds}")
+    require(c.nonfinite_patience >= 1, "nonfinite_patience",
+            f"must be at least 1, got {c.nonfinite_patience}")
     require(c.learning_rate > 0, "learning_rate", "must be > 0")
     require(c.temperature > 0, "temperature", "must be > 0")
     require(c.gen_weight >= 0 and c.disc_weight >= 0, "gen_weight",

@@ -1,14 +1,17 @@
-"""tf.data input for pretraining: TFRecords of packed examples -> per-replica batches.
+"""tf.data input for pretraining: TFRecords of packed examples -> batches.
 
 Files are sharded per input pipeline (tf.distribute.InputContext), read in parallel, shuffled,
-repeated, batched with drop_remainder and parsed a batch at a time so every shape is static (TPU, XLA). Local paths
-and gs:// work alike (tf.io.gfile). Features, as the original's builder writes them: int64
-`input_ids`, `input_mask`, `segment_ids` of max_seq_length each.
+repeated (training), batched with drop_remainder and parsed a batch at a time so every shape is
+static (TPU, XLA). With a seed the pipeline is deterministic: the same seed gives the same
+batches, and a checkpointed iterator continues them exactly. Local paths and gs:// work alike
+(tf.io.gfile). Features, as the original's builder writes them: int64 `input_ids`,
+`input_mask`, `segment_ids` of max_seq_length each.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
+from google.protobuf import message
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 
@@ -25,22 +28,42 @@ def list_files(patterns: str) -> list[str]:
     return sorted(set(files))
 
 
+def _first_records(files: list[str]) -> dict[str, bytes]:
+    """The first record of every file that has a readable one, read in parallel."""
+    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda path: tf.data.TFRecordDataset(path).take(1).map(lambda r: (path, r)),
+        cycle_length=min(16, len(files)), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.ignore_errors()
+    return {path.decode(): record for path, record in ds.as_numpy_iterator()}
+
+
 def check_files(patterns: str, max_seq_length: int) -> list[str]:
-    """Fails naming the pattern or file when there is nothing to read or the first record of a
-    file does not have the three features at max_seq_length."""
+    """Fails naming the pattern or file when there is nothing to read, when a file's first
+    record cannot be read (an empty, foreign or damaged file), or when it does not have the
+    three features at max_seq_length. Damage further into a file is found when training reads
+    it (find_unreadable)."""
     files = list_files(patterns)
     if not files:
         raise InputError(f"no TFRecords match {patterns!r}; build them with "
                          "pretrain_data/build_pretraining_dataset.py into "
                          "DATA_DIR/pretrain_tfrecords/ or set the pretrain_tfrecords hparam")
-    for path in files[:1] + files[-1:]:
+    first = _first_records(files)
+    for path in files:
+        if path not in first:  # the parallel pass skipped it: read it alone for the error
+            try:
+                record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+            except tf.errors.OpError as e:
+                raise InputError(f"{path} is not a readable TFRecord file: {e.message}; "
+                                 "remove it from the input or rebuild it") from None
+            if record is None:
+                raise InputError(f"{path} holds no examples; remove it from the input or "
+                                 "rebuild it")
+            first[path] = record.numpy()
         try:
-            record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-        except tf.errors.OpError as e:
-            raise InputError(f"{path} is not a readable TFRecord file: {e.message}") from None
-        if record is None:
-            raise InputError(f"{path} holds no examples")
-        example = tf.train.Example.FromString(record.numpy())
+            example = tf.train.Example.FromString(first[path])
+        except message.DecodeError:
+            raise InputError(f"{path} holds no tf.train.Example records; remove it from the "
+                             "input") from None
         for name in FEATURE_NAMES:
             if name not in example.features.feature:
                 raise InputError(f"{path}: examples lack the feature {name!r}; expected "
@@ -54,6 +77,17 @@ def check_files(patterns: str, max_seq_length: int) -> list[str]:
     return files
 
 
+def find_unreadable(files: list[str]) -> tuple[str, str] | None:
+    """The first file that cannot be read to its end, and the error, or None (used after a
+    DataLossError, which does not say which file it came from)."""
+    for path in files:
+        try:
+            tf.data.TFRecordDataset(path).reduce(0, lambda n, _: n + 1)
+        except tf.errors.OpError as e:
+            return path, e.message.splitlines()[0]
+    return None
+
+
 def decode_record(records, max_seq_length: int) -> dict[str, tf.Tensor]:
     """Serialized tf.train.Examples (one, or a batch) -> int32 features (TPUs take no int64)."""
     spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURE_NAMES}
@@ -64,13 +98,16 @@ def decode_record(records, max_seq_length: int) -> dict[str, tf.Tensor]:
 def pretraining_dataset(files: list[str], batch_size: int, max_seq_length: int,
                         is_training: bool = True,
                         input_context: tf.distribute.InputContext | None = None,
-                        seed: int | None = None, deterministic: bool = False,
+                        seed: int | None = None, deterministic: bool | None = None,
                         shuffle_buffer: int = 100, cycle_length: int = 4) -> tf.data.Dataset:
     """Batches of `batch_size` examples for one input pipeline (per replica under
     distribute_datasets_from_function: pass the per-replica batch size).
 
-    Training repeats forever and shuffles files and examples; evaluation reads the files in
-    order, once per repeat, without shuffling."""
+    Training repeats forever and shuffles files and examples; evaluation reads the files once,
+    in order, without shuffling. `deterministic` (default: when a seed is given) keeps the
+    parallel reads in order, so that a seed fixes the batches."""
+    if deterministic is None:
+        deterministic = seed is not None
     pipelines = input_context.num_input_pipelines if input_context else 1
     # Each pipeline reads its own files; with fewer files than pipelines, its own records.
     shard_records = len(files) < pipelines
@@ -88,8 +125,6 @@ def pretraining_dataset(files: list[str], batch_size: int, max_seq_length: int,
         ds = ds.shard(pipelines, input_context.input_pipeline_id)
     if is_training:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
-    else:
-        ds = ds.repeat()
     # Parsing a whole batch at once is much faster than record by record.
     ds = ds.batch(batch_size, drop_remainder=True)
     ds = ds.map(lambda r: decode_record(r, max_seq_length), num_parallel_calls=tf.data.AUTOTUNE,

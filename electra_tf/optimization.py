@@ -45,7 +45,7 @@ register = keras.saving.register_keras_serializable(package="electra_tf")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     """tf.train.polynomial_decay to 0 over num_train_steps, times min(1, step / warmup)."""
 
-    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
+    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: float = 0,
                  power: float = 1.0):
         self.learning_rate = learning_rate
         self.num_train_steps = num_train_steps
@@ -271,7 +271,7 @@ def layerwise_lr_multipliers(paths: Sequence[str], num_layers: int, decay: float
     return {path: decay ** (top - layer_depth(path, num_layers, fixed)) for path in paths}
 
 
-def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
+def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: float = 0,
                      weight_decay_rate: float = 0.0, lr_decay_power: float = 1.0,
                      optimizer: str = "adamw", lr_multipliers: dict[str, float] | None = None,
                      fused: bool = True, restart_every: int | None = None) -> AdamWeightDecay:

@@ -44,12 +44,14 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
                                                           save_checkpoints_steps=2,
                                                           text_summary_steps=2)))
     assert "step 2/4" in out and "step 4/4" in out
+    assert "step 1/4: the first host call (tracing and compiling) took" in out
     assert "restored" not in out
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
     assert os.path.exists(model_dir / "ckpt-2.index")
     tags = _event_tags(model_dir)
     assert SCALARS <= set(tags), SCALARS - set(tags)
-    assert tags["loss"] == [2, 4] and "example" in tags
+    assert tags["loss"] == [2, 4] and tags["example"] == [2, 4]  # at multiples of 2
+    assert tags["skipped_steps"] == [2, 4] and "health/generator_too_strong" in tags
     saved = json.loads((model_dir / "pretrain_config.json").read_text())
     assert saved["num_train_steps"] == 4 and saved["model_hparam_overrides"]["hidden_size"] == 32
     disc = keras.saving.load_model(model_dir / "discriminator.keras")
@@ -62,30 +64,52 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     step_4 = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
               if "optimizer/_iterations" in k}
 
-    # The same command with more steps resumes from step 4, optimizer state and all.
+    # The same command with more steps resumes from step 4, optimizer state and all; the
+    # changed hparam is logged and recorded.
     out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
                             "tiny", "--hparams", _hparams(num_train_steps=6,
                                                           iterations_per_loop=2,
                                                           save_checkpoints_steps=2)))
     assert f"restored step 4 from {model_dir / 'ckpt-4'}" in out
+    assert "restored the input position" in out
     assert "step 2/6" not in out and "step 6/6" in out
+    assert "resuming at step 4 with changed hparams: num_train_steps 4 -> 6" in out
+    changes = json.loads((model_dir / "hparam_changes.json").read_text())
+    assert changes == [{"step": 4, "changed": {"num_train_steps": [4, 6],
+                                               "text_summary_steps": [2, 5000]}}]
+    assert json.loads((model_dir / "pretrain_config.json").read_text())["num_train_steps"] == 6
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-6")
     assert [int(v) for v in step_4.values()] == [4]
     assert max(_event_tags(model_dir)["loss"]) == 6
 
 
 def test_eval_writes_results(data_dir):
+    """do_eval reads eval_tfrecords once, saying what it evaluates, with progress lines; and
+    training prints progress lines by the clock even when a host call is long."""
     common = ["run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "tiny"]
-    _check(run_script(*common, "--hparams", _hparams(num_train_steps=2, iterations_per_loop=2,
-                                                     text_summary_steps=0)))
-    out = _check(run_script(*common, "--hparams", _hparams(do_train=False, do_eval=True,
-                                                           num_eval_steps=3)))
-    assert "restored step 2" in out and "disc_auc = " in out
+    out = _check(run_script(*common, "--hparams", _hparams(
+        num_train_steps=4, iterations_per_loop=1000, text_summary_steps=0, log_seconds=1e-3)))
+    assert "step 3/4 (75.0%)" in out  # by the clock, not at iterations_per_loop
+    write_tfrecords(data_dir / "held_out", num_files=2, examples_per_file=24, seed=5)
+    held_out = str(data_dir / "held_out" / "*")
+    out = _check(run_script(*common, "--hparams", _hparams(
+        do_train=False, do_eval=True, num_eval_steps=4, eval_tfrecords=held_out,
+        log_seconds=1e-3)))
+    checkpoint = data_dir / "models" / "tiny" / "ckpt-4"
+    assert (f"evaluating {checkpoint} (step 4) on up to 4 batches of 8 examples from 2 file(s) "
+            f"matching {held_out} (eval_tfrecords)") in out
+    assert "evaluated 3/4 batches" in out and "evaluated 32 examples (4 batches)" in out
+    assert "restored step 4" in out and "disc_auc = " in out
+    # The files are read once: 48 examples make 6 batches of 8.
+    out = _check(run_script(*common, "--hparams", _hparams(
+        do_train=False, do_eval=True, num_eval_steps=10, eval_tfrecords=held_out)))
+    assert "the evaluation data ended after 6 batches" in out
     results_dir = data_dir / "models" / "tiny" / "results"
     text = (results_dir / "unsup_results.txt").read_text()
     assert "masked_lm_accuracy = " in text and "disc_loss = " in text
     results = pickle.loads((results_dir / "unsup_results.pkl").read_bytes())
     assert 0.0 <= results["disc_auc"] <= 1.0 and results["masked_lm_loss"] > 0
+    assert results["num_examples"] == 48
 
 
 def test_mirrored_strategy_over_two_logical_cpus(data_dir):
@@ -93,7 +117,8 @@ def test_mirrored_strategy_over_two_logical_cpus(data_dir):
                             "m", "--num_cpu_devices", "2", "--hparams",
                             _hparams(strategy="mirrored", num_train_steps=2,
                                      iterations_per_loop=2, text_summary_steps=2)))
-    assert "with 2 replica(s)" in out and "XLA off" in out and "step 2/2" in out
+    assert "with 2 replica(s)" in out and "XLA only for the small fused functions" in out
+    assert "step 2/2" in out
     result = run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "m2",
                         "--num_cpu_devices", "2", "--hparams",
                         _hparams(strategy="mirrored", train_batch_size=7), expect_failure=True)

@@ -94,6 +94,8 @@ class FinetuningConfig(config_lib.TpuHparams):
     kernels: str = "auto"  # fused CPU kernels or the plain reference layers; auto: by device
     seed: int = 0  # trial k uses seed + k - 1
     log_steps: int = 100
+    log_seconds: float = 30.0  # a console progress line at least this often
+    nonfinite_patience: int = 20  # steps in a row with a NaN/inf loss that stop the trial
 
     @property
     def encoder_size(self) -> str:
@@ -183,6 +185,9 @@ def validate(c: FinetuningConfig) -> None:
                 "iterations_per_loop", "save_checkpoints_steps", "vocab_size", "log_steps"):
         require(getattr(c, key) >= 1, key, f"must be at least 1, got {getattr(c, key)}")
     require(c.num_train_epochs > 0, "num_train_epochs", "must be > 0")
+    require(c.log_seconds > 0, "log_seconds", f"must be > 0, got {c.log_seconds}")
+    require(c.nonfinite_patience >= 1, "nonfinite_patience",
+            f"must be at least 1, got {c.nonfinite_patience}")
     require(0 <= c.warmup_proportion <= 1, "warmup_proportion", "must be in [0, 1]")
     require(c.learning_rate > 0, "learning_rate", "must be > 0")
     require(0 <= c.layerwise_lr_decay <= 1, "layerwise_lr_decay",

@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import time
 from typing import Callable, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf import modeling, optimization, training
+from electra_tf import health, modeling, optimization, resume, training
 from electra_tf.finetuning import task_builder
 from electra_tf.finetuning.config import FinetuningConfig
 from electra_tf.finetuning.model import FinetuningModel, load_pretrained_encoder
@@ -73,14 +72,46 @@ def example_losses(outputs: dict, batch: dict[str, tf.Tensor], tasks: Sequence[T
     return tf.reduce_sum(tf.stack(losses, -1) * tf.one_hot(batch["task_id"], len(tasks)), -1)
 
 
+class FinetuningMetrics:
+    """The training loss per example and the gradient norm, since the last reset; updated in
+    replica context (create under the strategy scope)."""
+
+    def __init__(self):
+        self.loss_sum = keras.metrics.Sum(name="loss_sum")
+        self.examples = keras.metrics.Sum(name="examples")
+        self.grad_norm = keras.metrics.Mean(name="grad_norm")
+
+    def update(self, loss_sum, num_examples, grad_norm) -> None:
+        self.loss_sum.update_state(loss_sum)
+        self.examples.update_state(tf.cast(num_examples, tf.float32))
+        self.grad_norm.update_state(grad_norm)
+
+    def results(self) -> dict[str, float]:
+        examples = float(self.examples.result())
+        if not examples:
+            return {}
+        return {"loss": float(self.loss_sum.result()) / examples,
+                "grad_norm": float(self.grad_norm.result())}
+
+    def reset(self) -> None:
+        for metric in (self.loss_sum, self.examples, self.grad_norm):
+            metric.reset_state()
+
+
 @dataclasses.dataclass
 class TrainState:
-    """What a fine-tuning run trains with: the optimizer, the loss scale (mixed_float16), the
-    summed loss since the last read, and the host-side loop running `n` steps per call."""
+    """What a fine-tuning run trains and checkpoints, and its per-replica training step."""
+    model: FinetuningModel
     optimizer: optimization.AdamWeightDecay
     loss_scale: training.DynamicLossScale | None
-    loss_sum: keras.metrics.Sum
-    loop: Callable
+    metrics: FinetuningMetrics
+    step_fn: Callable
+
+    def checkpoint(self) -> tf.train.Checkpoint:
+        parts = {"optimizer": self.optimizer}
+        if self.loss_scale is not None:
+            parts["loss_scale"] = self.loss_scale
+        return training.checkpoint(self.model, **parts)
 
 
 def create_train_state(config: FinetuningConfig, model: FinetuningModel,
@@ -88,7 +119,10 @@ def create_train_state(config: FinetuningConfig, model: FinetuningModel,
                        num_steps: int) -> TrainState:
     """AdamW with the warmup + linear decay schedule over `num_steps` and the layer-wise
     learning rates; the step sums the per-example losses, all-reduces and clips the
-    gradients (training.apply_gradients) and applies them."""
+    gradients (training.apply_gradients) and applies them.
+
+    The warmup is num_steps x warmup_proportion steps, a float as in the original (5 steps at
+    0.1 warm up over half a step: step 0 trains at lr 0, step 1 at the full rate)."""
     variables = model.trainable_variables
     multipliers = None
     if config.layerwise_lr_decay > 0:
@@ -97,12 +131,12 @@ def create_train_state(config: FinetuningConfig, model: FinetuningModel,
             config.layerwise_lr_decay, config.fix_layerwise_lr_depths)
     with strategy.scope():
         optimizer = optimization.create_optimizer(
-            config.learning_rate, num_steps, int(num_steps * config.warmup_proportion),
+            config.learning_rate, num_steps, num_steps * config.warmup_proportion,
             config.weight_decay_rate, lr_multipliers=multipliers)
         optimizer.build(variables)
         loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
                       else None)
-        loss_sum = keras.metrics.Sum(name="loss")
+        metrics = FinetuningMetrics()
 
     def forward_backward(batch):
         with tf.GradientTape() as tape:
@@ -117,16 +151,18 @@ def create_train_state(config: FinetuningConfig, model: FinetuningModel,
 
     def step_fn(batch):
         grads, loss = forward_backward(batch)
-        training.apply_gradients(optimizer, grads, variables, loss_scale)
-        loss_sum.update_state(loss)
+        norm = training.apply_gradients(optimizer, grads, variables, loss_scale)
+        metrics.update(loss, tf.shape(batch["task_id"])[0], norm)
 
-    return TrainState(optimizer, loss_scale, loss_sum, training.run_steps(strategy, step_fn))
+    return TrainState(model, optimizer, loss_scale, metrics, step_fn)
 
 
 def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
           train_data: dict[str, np.ndarray], strategy: tf.distribute.Strategy, model_dir: str,
           seed: int) -> int:
-    """Trains for num_train_epochs over `train_data`; returns the number of steps."""
+    """Trains for num_train_epochs over `train_data`, resuming from a checkpoint in model_dir
+    when there is one (an interrupted trial); returns the number of steps. Raises
+    training.Preempted on SIGTERM/SIGINT, after writing a checkpoint."""
     n = len(train_data["task_id"])
     num_steps = int(n // config.train_batch_size * config.num_train_epochs)
     if num_steps < 1:
@@ -137,39 +173,33 @@ def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
         raise ValueError(f"hparam 'train_batch_size' {config.train_batch_size} is not "
                          f"divisible by the {replicas} replicas")
     state = create_train_state(config, model, tasks, strategy, num_steps)
+    checkpointer = resume.Checkpointer(
+        state.checkpoint(), model_dir, state.optimizer.iterations, max_to_keep=1,
+        chief=training.is_chief(strategy), guard_variables=model.trainable_variables)
+    if checkpointer.restored:
+        print(f"resuming at step {int(state.optimizer.iterations.numpy())} from "
+              f"{checkpointer.restored}", flush=True)
 
     # As the original: the examples shuffled once, then repeated through a 100-example buffer.
     order = np.random.default_rng(seed).permutation(n)
     shuffled = {k: v[order] for k, v in train_data.items() if k != "eid"}
-    per_replica = config.train_batch_size // replicas
 
-    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+    def make_dataset(batch_size: int, ctx: tf.distribute.InputContext,
+                     start_step: int) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices(shuffled)
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        return ds.repeat().shuffle(100, seed=seed).batch(per_replica, drop_remainder=True)
+        return ds.repeat().shuffle(100, seed=seed + start_step).batch(batch_size,
+                                                                      drop_remainder=True)
 
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    checkpoint = training.checkpoint(model, optimizer=state.optimizer)
-    manager = tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=1,
-                                         step_counter=state.optimizer.iterations)
-    logger = training.ProgressLogger(model_dir, num_steps, 0, config.train_batch_size)
-    step, log_every = 0, min(config.log_steps, config.iterations_per_loop)
-    start = time.time()
-    while step < num_steps:
-        state.loop(iterator,
-                   tf.constant(min(num_steps, (step // log_every + 1) * log_every) - step))
-        new_step = int(state.optimizer.iterations.numpy())
-        per_example = float(state.loss_sum.result().numpy()) / (
-            (new_step - step) * config.train_batch_size)
-        state.loss_sum.reset_state()
-        logger.log(new_step, {"loss": per_example,
-                              "learning_rate": float(state.optimizer.learning_rate.numpy())},
-                   ("loss", "learning_rate"))
-        step = new_step
-        if step % config.save_checkpoints_steps == 0 or step == num_steps:
-            manager.save(checkpoint_number=step)
-    print(f"trained {num_steps} steps in {training.format_duration(time.time() - start)}",
-          flush=True)
+    loop = training.LoopConfig(
+        model_dir=model_dir, num_steps=num_steps, global_batch_size=config.train_batch_size,
+        iterations_per_loop=config.iterations_per_loop,
+        log_steps=min(config.log_steps, config.iterations_per_loop),
+        save_steps=config.save_checkpoints_steps, log_seconds=config.log_seconds,
+        nonfinite_patience=config.nonfinite_patience, console_keys=("loss", "learning_rate"))
+    training.train(strategy, state, state.step_fn,
+                   training.Input(strategy, make_dataset, config.train_batch_size),
+                   checkpointer, loop, monitor=health.finetuning_monitor())
     return num_steps
 
 

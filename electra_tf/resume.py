@@ -1,0 +1,289 @@
+"""A run's checkpoints in its model directory: written so that a crash, a full disk or a NaN
+cannot cost more than the steps since the last one, and read back with a fallback.
+
+Saving (Checkpointer.save):
+- refuses non-finite weights (the training loop never applies a non-finite update, so this is
+  the last line of defence) and fails before writing when the disk cannot hold a checkpoint of
+  the size of the last one;
+- a failed write (disk full, no permission) removes what it half-wrote (`ckpt-N_temp/`, a
+  partial `ckpt-N.*`) and raises CheckpointWriteError naming the path; the `checkpoint` state
+  file is only updated after a complete write, so the earlier checkpoints stay the latest;
+- rotation (keep_checkpoint_max) deletes only checkpoints older than a newer complete one;
+- in a multi-worker cluster only the chief writes into model_dir; the other workers write to a
+  temporary directory that is removed at once (every worker must take part in a save).
+
+Restoring (Checkpointer.restore): leftover `*_temp` folders of a killed save are removed; the
+candidates are the checkpoints the `checkpoint` file names plus any complete ones on disk,
+newest first; one that cannot be read (truncated, zeroed, missing files) is reported and the
+next older one is tried. A checkpoint that reads fine but does not fit the model is an error,
+not a reason to fall back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import shutil
+import tempfile
+from typing import Iterator, Sequence
+
+import tensorflow as tf
+
+PREFIX = "ckpt"
+_STEP = re.compile(rf"^{PREFIX}-(\d+)$")
+SPACE_MARGIN = 1.2  # free space wanted before a save, over the size of the last checkpoint
+
+
+class CheckpointError(RuntimeError):
+    """No checkpoint in model_dir can be restored, or one does not fit the model."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (the earlier ones are intact)."""
+
+
+def _step_of(prefix: str) -> int:
+    match = _STEP.match(os.path.basename(prefix))
+    return int(match.group(1)) if match else -1
+
+
+def _first_line(error: BaseException) -> str:
+    text = getattr(error, "message", None) or str(error) or type(error).__name__
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def all_finite(variables: Sequence[tf.Variable]) -> bool:
+    floats = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
+    return bool(_all_finite(floats)) if floats else True
+
+
+@tf.function
+def _all_finite(variables):
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
+
+
+def _files_of(prefix: str) -> list[str]:
+    return tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
+
+
+def _size_of(prefix: str) -> int:
+    return sum(tf.io.gfile.stat(f).length for f in _files_of(prefix))
+
+
+class Checkpointer(tf.train.CheckpointManager):
+    """tf.train.CheckpointManager with the guards and the fallback of the module docstring.
+    Creating it restores the newest readable checkpoint into `checkpoint` (`restored` is its
+    path, or None).
+
+    It is a CheckpointManager so that TensorFlow's PreemptionCheckpointHandler can save through
+    it (its restore_or_initialize only reports what was restored). `writable` false (an
+    evaluation) neither probes nor tidies model_dir."""
+
+    def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, step_counter,
+                 max_to_keep: int | None, chief: bool = True, writable: bool = True,
+                 guard_variables: Sequence[tf.Variable] = ()):
+        self.chief = chief
+        self.guard_variables = list(guard_variables)
+        self._parts: dict[str, object] = {}
+        self._directory = directory
+        self._last_size = sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size
+                              for v in self.guard_variables) * 3  # weights + Adam's two slots
+        tidy = chief and writable
+        if tidy:
+            self._prepare_directory()
+        self.restored = self._restore(checkpoint, tidy)
+        if self.restored:
+            self._last_size = _size_of(self.restored) or self._last_size
+        super().__init__(checkpoint, directory, max_to_keep=max_to_keep or None,
+                         step_counter=step_counter, checkpoint_name=PREFIX)
+        if tidy:
+            self.check_space()
+
+    # ----- the directory
+    def _prepare_directory(self) -> None:
+        """Creates model_dir, proves it writable, removes the leftovers of a killed save, and
+        drops a damaged `checkpoint` state file (restoring rebuilds it)."""
+        directory = self._directory
+        try:
+            tf.io.gfile.makedirs(directory)
+            probe = os.path.join(directory, ".write_test")
+            with tf.io.gfile.GFile(probe, "w") as f:
+                f.write("ok")
+            tf.io.gfile.remove(probe)
+        except (tf.errors.OpError, OSError) as e:
+            raise CheckpointWriteError(f"model_dir {directory} is not writable: "
+                                       f"{_first_line(e)}") from None
+        for temp in tf.io.gfile.glob(os.path.join(directory, f"{PREFIX}-*_temp")):
+            print(f"removing {temp}, left by an interrupted save", flush=True)
+            tf.io.gfile.rmtree(temp)
+        state = os.path.join(directory, "checkpoint")
+        if tf.io.gfile.exists(state) and tf.train.get_checkpoint_state(directory) is None:
+            print(f"{state} is damaged; it is rebuilt from the checkpoints on disk", flush=True)
+            tf.io.gfile.remove(state)
+
+    def _on_disk(self) -> list[str]:
+        """Prefixes of the complete-looking checkpoints on disk (an index file), oldest first."""
+        prefixes = [p[:-len(".index")] for p in
+                    tf.io.gfile.glob(os.path.join(self._directory, f"{PREFIX}-*.index"))]
+        return sorted((p for p in prefixes if _step_of(p) >= 0), key=_step_of)
+
+    def _listed(self) -> list[str]:
+        """The prefixes the `checkpoint` state file names."""
+        state = tf.train.get_checkpoint_state(self._directory)
+        if state is None:
+            return []
+        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+        return [p if os.path.isabs(p) or "://" in p else os.path.join(self._directory, p)
+                for p in paths]
+
+    def check_space(self) -> None:
+        """Fails naming model_dir when its disk cannot hold another checkpoint (local disks)."""
+        if not _is_local(self._directory) or not self._last_size:
+            return
+        free = shutil.disk_usage(self._directory).free
+        needed = int(self._last_size * SPACE_MARGIN)
+        if free < needed:
+            raise CheckpointWriteError(
+                f"model_dir {self._directory} has {free / 2**20:.1f} MB free but a checkpoint "
+                f"needs about {needed / 2**20:.1f} MB: free some space (the checkpoints "
+                f"already there are intact{self._latest_note()}) and rerun to resume")
+
+    def _latest_note(self) -> str:
+        return f"; the newest is {self.latest}" if self.latest else ""
+
+    @property
+    def latest(self) -> str | None:
+        return self.latest_checkpoint
+
+    # ----- restoring
+    def _restore(self, checkpoint: tf.train.Checkpoint, tidy: bool) -> str | None:
+        """Restores the newest readable checkpoint (see the module docstring); returns its
+        path, or None when model_dir holds none."""
+        listed, on_disk = self._listed(), self._on_disk()
+        for prefix in listed:
+            if prefix not in on_disk:
+                print(f"the checkpoint file names {prefix}, whose files are gone; skipping it",
+                      flush=True)
+        failures = []
+        for prefix in reversed(on_disk):
+            try:
+                status = checkpoint.restore(prefix)
+                status.expect_partial()  # the tracked parts are restored on their own
+                status.assert_existing_objects_matched()
+            except (AssertionError, ValueError) as e:
+                raise CheckpointError(
+                    f"{prefix} does not fit this run's model and optimizer "
+                    f"({_first_line(e)}); resume with the hparams it was written with, or "
+                    "use a new model_name") from None
+            except Exception as e:  # anything unreadable: truncated, zeroed, missing data
+                failures.append(f"{os.path.basename(prefix)}: {_first_line(e)}")
+                print(f"{prefix} cannot be read ({_first_line(e)}); trying an older "
+                      "checkpoint", flush=True)
+                continue
+            if failures:
+                print(f"resuming from {prefix}, the newest readable checkpoint", flush=True)
+            usable = [p for p in on_disk if _step_of(p) <= _step_of(prefix)]
+            if tidy and usable != listed:
+                # The state file names what is usable, for rotation and for the next rerun.
+                tf.compat.v1.train.update_checkpoint_state(
+                    self._directory, prefix, all_model_checkpoint_paths=usable)
+            return prefix
+        if failures:
+            raise CheckpointError(
+                f"none of the checkpoints in {self._directory} can be read "
+                f"({'; '.join(failures)}); move them away to start afresh")
+        return None
+
+    def restore_or_initialize(self):
+        """What restore() restored (PreemptionCheckpointHandler calls this)."""
+        return self.restored
+
+    def track(self, name: str, trackable) -> None:
+        """Saves `trackable` under `name` from now on (e.g. the input iterator)."""
+        setattr(self._checkpoint, name, trackable)
+        self._parts[name] = trackable
+
+    def restore_part(self, name: str, what: str) -> bool:
+        """Restores a tracked part from the restored checkpoint; says so, or that the checkpoint
+        has none that fits (an older checkpoint, changed input files), and returns which."""
+        try:
+            status = tf.train.Checkpoint(**{name: self._parts[name]}).restore(self.restored)
+            status.expect_partial()
+            status.assert_existing_objects_matched()
+        except Exception as e:
+            print(f"{what} could not be restored from {self.restored} ({_first_line(e)}): "
+                  "starting it afresh", flush=True)
+            return False
+        print(f"restored {what}", flush=True)
+        return True
+
+    @contextlib.contextmanager
+    def without(self, name: str) -> Iterator[None]:
+        """Saves leave out the tracked part `name` meanwhile (e.g. a failed input pipeline)."""
+        part = self._parts.get(name)
+        if part is not None:
+            delattr(self._checkpoint, name)
+        try:
+            yield
+        finally:
+            if part is not None:
+                setattr(self._checkpoint, name, part)
+
+    # ----- saving
+    def save(self, checkpoint_number=None, check_interval: bool = True, options=None):
+        """Writes ckpt-<checkpoint_number> with the guards of the module docstring; returns its
+        path (None on a non-chief worker)."""
+        step = int(checkpoint_number)
+        if self.guard_variables and not all_finite(self.guard_variables):
+            raise CheckpointWriteError(
+                f"refusing to save non-finite weights at step {step}"
+                f"{self._latest_note()} (kept)")
+        if not self.chief:
+            scratch = tempfile.mkdtemp(prefix="electra_tf_worker_ckpt_")
+            try:
+                self._checkpoint.write(os.path.join(scratch, PREFIX))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return None
+        self.check_space()
+        prefix = os.path.join(self._directory, f"{PREFIX}-{step}")
+        try:
+            path = super().save(checkpoint_number=step, check_interval=check_interval,
+                                options=options)
+        except (tf.errors.OpError, OSError) as e:
+            self._remove_partial(prefix)
+            raise CheckpointWriteError(
+                f"could not write the checkpoint {prefix}: {_first_line(e)}; nothing of it is "
+                f"left behind and the earlier checkpoints are intact{self._latest_note()}. "
+                "Free space or fix the permissions of model_dir and rerun to resume") from None
+        self._last_size = _size_of(path) or self._last_size
+        print(f"saved {path}", flush=True)
+        return path
+
+    def _remove_partial(self, prefix: str) -> None:
+        for path in _files_of(prefix) + tf.io.gfile.glob(prefix + "_temp"):
+            try:
+                (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+            except tf.errors.OpError:
+                pass
+
+
+def write_atomically(path: str, content: str | bytes) -> None:
+    """Writes a file (and its directory) through a temporary name and a rename: a crash or a
+    full disk never leaves a half-written file under `path` (local paths and gs:// alike)."""
+    tmp = path + ".tmp"
+    try:
+        tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+        with tf.io.gfile.GFile(tmp, "wb" if isinstance(content, bytes) else "w") as f:
+            f.write(content)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except (tf.errors.OpError, OSError) as e:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+        raise CheckpointWriteError(f"could not write {path}: {_first_line(e)}") from None

@@ -1,0 +1,160 @@
+"""resume.Checkpointer on damaged and hostile model directories: the fallback to the newest
+readable checkpoint, a state file that lies, leftovers of a killed save, a full disk, NaN
+weights, a checkpoint of another model."""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf import resume
+
+
+def _checkpointer(directory, value=0.0, shape=(64, 32), **kwargs):
+    weights = tf.Variable(tf.fill(shape, value), name="w")
+    step = tf.Variable(0, dtype=tf.int64)
+    checkpointer = resume.Checkpointer(tf.train.Checkpoint(w=weights, step=step), str(directory),
+                                       step, max_to_keep=kwargs.pop("max_to_keep", 5),
+                                       guard_variables=[weights], **kwargs)
+    return checkpointer, weights, step
+
+
+def _save_steps(directory, steps):
+    checkpointer, weights, step = _checkpointer(directory)
+    for s in steps:
+        weights.assign(tf.fill(weights.shape, float(s)))
+        step.assign(s)
+        checkpointer.save(s)
+    return checkpointer
+
+
+def test_restores_the_newest_and_writes_nothing_when_empty(tmp_path, capsys):
+    checkpointer, weights, _ = _checkpointer(tmp_path / "run")
+    assert checkpointer.restored is None
+    _save_steps(tmp_path / "run", [1, 2])
+    checkpointer, weights, step = _checkpointer(tmp_path / "run")
+    assert checkpointer.restored.endswith("ckpt-2") and int(step) == 2
+    assert float(weights[0, 0]) == 2.0
+    assert not os.path.exists(tmp_path / "run" / ".write_test")
+
+
+def test_a_damaged_latest_falls_back_to_the_newest_readable(tmp_path, capsys):
+    _save_steps(tmp_path, [1, 2, 3])
+    data = tmp_path / "ckpt-3.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:100])  # truncated
+    (tmp_path / "ckpt-2.index").write_bytes(b"\0" * 64)  # zeroed
+    checkpointer, weights, step = _checkpointer(tmp_path)
+    out = capsys.readouterr().out
+    assert checkpointer.restored.endswith("ckpt-1") and float(weights[0, 0]) == 1.0
+    assert f"{tmp_path}/ckpt-3 cannot be read" in out and "ckpt-2 cannot be read" in out
+    assert "resuming from" in out and "the newest readable checkpoint" in out
+    # The state file now names what is usable, so the next save and rerun agree with it.
+    assert tf.train.get_checkpoint_state(str(tmp_path)).model_checkpoint_path.endswith("ckpt-1")
+    step.assign(4)
+    checkpointer.save(4)
+    assert _checkpointer(tmp_path)[0].restored.endswith("ckpt-4")
+
+
+def test_every_checkpoint_unreadable_is_an_error_not_a_fresh_start(tmp_path):
+    _save_steps(tmp_path, [1])
+    (tmp_path / "ckpt-1.index").write_bytes(b"garbage")
+    with pytest.raises(resume.CheckpointError, match="none of the checkpoints .* can be read"):
+        _checkpointer(tmp_path)
+
+
+def test_a_state_file_naming_deleted_checkpoints_or_damaged(tmp_path, capsys):
+    _save_steps(tmp_path, [1, 2, 3])
+    for path in tmp_path.glob("ckpt-3.*"):
+        path.unlink()
+    checkpointer, _, step = _checkpointer(tmp_path)
+    assert "names " + str(tmp_path / "ckpt-3") + ", whose files are gone" in capsys.readouterr().out
+    assert checkpointer.restored.endswith("ckpt-2") and int(step) == 2
+    (tmp_path / "checkpoint").write_text("this is { not a state file")
+    checkpointer, _, step = _checkpointer(tmp_path)
+    assert "is damaged" in capsys.readouterr().out
+    assert checkpointer.restored.endswith("ckpt-2") and int(step) == 2
+
+
+def test_another_models_checkpoint_is_an_error_not_a_fallback(tmp_path):
+    _save_steps(tmp_path, [1])
+    with pytest.raises(resume.CheckpointError, match="does not fit this run's model"):
+        _checkpointer(tmp_path, shape=(8, 8))
+
+
+def test_leftovers_of_a_killed_save_are_removed(tmp_path, capsys):
+    _save_steps(tmp_path, [1])
+    (tmp_path / "ckpt-2_temp").mkdir()
+    (tmp_path / "ckpt-2_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
+    checkpointer, _, _ = _checkpointer(tmp_path)
+    assert not (tmp_path / "ckpt-2_temp").exists()
+    assert "left by an interrupted save" in capsys.readouterr().out
+    assert checkpointer.restored.endswith("ckpt-1")
+
+
+def test_non_finite_weights_are_never_saved_and_rotation_keeps_the_good(tmp_path):
+    checkpointer, weights, step = _checkpointer(tmp_path, max_to_keep=1)
+    step.assign(1)
+    checkpointer.save(1)
+    weights.assign(tf.fill(weights.shape, np.nan))
+    with pytest.raises(resume.CheckpointWriteError, match="refusing to save non-finite"):
+        checkpointer.save(2)
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == ["ckpt-1.data-00000-of-00001",
+                                                               "ckpt-1.index"]
+
+
+def test_an_unwritable_model_dir_is_named(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(resume.CheckpointWriteError, match=f"model_dir {blocker}/run is not"):
+        _checkpointer(blocker / "run")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MB tmpfs (root can mount one here; elsewhere the test is skipped)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}); the unwritable "
+                    "model_dir test covers the error path")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_cleanly_and_keeps_the_earlier_checkpoints(small_disk, monkeypatch):
+    checkpointer, weights, step = _checkpointer(small_disk, shape=(256, 256))  # 256 KB each
+    for s in (1, 2):
+        step.assign(s)
+        checkpointer.save(s)
+    # The free-space check refuses the next save before anything is written...
+    with pytest.raises(resume.CheckpointWriteError, match=f"model_dir {small_disk} has .* MB "
+                       "free but a checkpoint needs about"):
+        for s in (3, 4, 5):
+            step.assign(s)
+            checkpointer.save(s)
+    saved = set(os.listdir(small_disk))
+    # ...and a write that runs out of space anyway removes what it half-wrote.
+    monkeypatch.setattr(resume, "SPACE_MARGIN", 0.0)
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (shutil.disk_usage(small_disk).free - 100_000))
+    with pytest.raises(resume.CheckpointWriteError, match="could not write the checkpoint .*"
+                       "No space left on device.*the newest is"):
+        checkpointer.save(9)
+    filler.unlink()
+    assert set(os.listdir(small_disk)) == saved and not any("_temp" in p for p in saved)
+    restored, weights, step = _checkpointer(small_disk, shape=(256, 256))
+    assert restored.restored == checkpointer.latest and int(step) == int(
+        checkpointer.latest.rsplit("-", 1)[1])
+
+
+def test_write_atomically_leaves_the_old_file_on_failure(small_disk):
+    path = small_disk / "pretrain_config.json"
+    resume.write_atomically(str(path), "old")
+    with pytest.raises(resume.CheckpointWriteError, match="could not write"):
+        resume.write_atomically(str(path), "x" * 2_000_000)
+    assert path.read_text() == "old" and os.listdir(small_disk) == ["pretrain_config.json"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+import uuid
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
@@ -84,11 +84,12 @@ _NOT_IN_FINGERPRINT = ("num_trials", "log_steps", "log_seconds", "log_examples",
 class _Trials:
     """Which trials of this run are done, so that a rerun after an interruption (SIGTERM, a
     crash) skips them and resumes the interrupted one. DATA_DIR/models/NAME/finetuning_models/
-    <tasks>_run.json holds the run's hparams, each finished trial's results, and whether the
-    run finished; <trial dir>/trial.json the hparams its checkpoints were trained with.
+    <tasks>_run.json holds the run's id and hparams, each finished trial's results, and whether
+    the run finished; <trial dir>/trial.json the id of the run that started the trial.
 
-    A rerun of a finished run, or one with other hparams, starts every trial afresh, deleting
-    its directory, as the original does; so does a trial directory from another run."""
+    A rerun of a finished run, or one with other hparams, is a new run: every trial starts
+    afresh, its directory deleted, as the original does; so does a trial directory that another
+    run left."""
 
     def __init__(self, config):
         import tensorflow as tf
@@ -97,33 +98,35 @@ class _Trials:
                             if k not in _NOT_IN_FINGERPRINT}
         self.path = os.path.join(config.pretrained_model_dir, "finetuning_models",
                                  f"{config.task_string}_run.json")
+        self.run_id = uuid.uuid4().hex
         self.done: dict[str, dict] = {}
+        saved = {}
         if tf.io.gfile.exists(self.path):
             with tf.io.gfile.GFile(self.path) as f:
                 try:
                     saved = json.load(f)
                 except json.JSONDecodeError:
-                    saved = {}
-            if saved.get("fingerprint") == self.fingerprint and not saved.get("finished"):
-                self.done = saved.get("trials", {})
-                print(f"resuming an interrupted run ({len(self.done)} trial(s) done, "
-                      f"{self.path})", flush=True)
+                    print(f"{self.path} is damaged: the trials start afresh", flush=True)
+        if saved.get("fingerprint") == self.fingerprint and not saved.get("finished"):
+            self.run_id, self.done = saved["run_id"], saved.get("trials", {})
+            print(f"resuming an interrupted run ({len(self.done)} trial(s) done, "
+                  f"{self.path})", flush=True)
         self._write(finished=False)
 
     def _write(self, finished: bool) -> None:
         from electra_tf import resume
 
         resume.write_atomically(self.path, json.dumps(
-            {"fingerprint": self.fingerprint, "trials": self.done, "finished": finished},
-            indent=2))
+            {"run_id": self.run_id, "fingerprint": self.fingerprint, "trials": self.done,
+             "finished": finished}, indent=2))
 
     def results(self, trial: int) -> dict | None:
         """The results of a trial this run already finished, else None."""
         return self.done.get(str(trial))
 
     def start(self, model_dir: str) -> None:
-        """Keeps an interrupted trial of this run (training resumes from its checkpoint);
-        deletes anything else in model_dir."""
+        """Keeps a trial this run started (training resumes from its checkpoint); deletes
+        anything else in model_dir."""
         import tensorflow as tf
 
         from electra_tf import resume
@@ -132,15 +135,14 @@ class _Trials:
         if tf.io.gfile.exists(marker):
             with tf.io.gfile.GFile(marker) as f:
                 try:
-                    same = json.load(f) == self.fingerprint
+                    ours = json.load(f).get("run_id") == self.run_id
                 except json.JSONDecodeError:
-                    same = False
-            if same:
+                    ours = False
+            if ours:
                 return
         if tf.io.gfile.exists(model_dir):
             tf.io.gfile.rmtree(model_dir)  # as the original: a trial starts afresh
-        tf.io.gfile.makedirs(model_dir)
-        resume.write_atomically(marker, json.dumps(self.fingerprint, indent=2))
+        resume.write_atomically(marker, json.dumps({"run_id": self.run_id}))
 
     def finish(self, trial: int, results: dict, last: bool) -> None:
         self.done[str(trial)] = results
@@ -246,28 +248,19 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     from electra_tf import config as config_lib
-    from electra_tf import resume, training
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning.task import DataError
 
     try:
         config = finetuning_config.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
-        training.split_cpu(FLAGS.num_cpu_devices)
-        # Before any other TensorFlow op: a multi-worker strategy cannot be made afterwards.
-        strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
-                                          config.gcp_project)
+        strategy = cli.make_strategy(config, FLAGS.num_cpu_devices)
     except (config_lib.ConfigError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
-    cli.hide_xla_notice()
-    try:
-        run(config, strategy)
-    except training.Preempted as e:
-        print(e, flush=True)
-        sys.exit(e.exit_code)
-    except (training.Diverged, resume.CheckpointError, resume.CheckpointWriteError) as e:
-        cli.fail(str(e))
-    except (config_lib.ConfigError, DataError, FileNotFoundError, ValueError) as e:
-        raise app.UsageError(str(e)) from None
+    with cli.reported_stops():
+        try:
+            run(config, strategy)
+        except (config_lib.ConfigError, DataError, FileNotFoundError, ValueError) as e:
+            raise app.UsageError(str(e)) from None
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
@@ -269,27 +268,18 @@ def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     from electra_tf import config as config_lib
-    from electra_tf import data, resume, training
+    from electra_tf import data
 
     try:
         config = config_lib.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
-        training.split_cpu(FLAGS.num_cpu_devices)
-        # Before any other TensorFlow op: a multi-worker strategy cannot be made afterwards.
-        strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
-                                          config.gcp_project)
+        strategy = cli.make_strategy(config, FLAGS.num_cpu_devices)
     except (config_lib.ConfigError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
-    cli.hide_xla_notice()
-    try:
-        train_or_eval(config, strategy)
-    except (config_lib.ConfigError, data.InputError, FileNotFoundError) as e:
-        raise app.UsageError(str(e)) from None
-    except training.Preempted as e:
-        print(e, flush=True)
-        sys.exit(e.exit_code)
-    except (training.Diverged, training.InputDataError, resume.CheckpointError,
-            resume.CheckpointWriteError) as e:
-        cli.fail(str(e))
+    with cli.reported_stops():
+        try:
+            train_or_eval(config, strategy)
+        except (config_lib.ConfigError, data.InputError, FileNotFoundError) as e:
+            raise app.UsageError(str(e)) from None
 
 
 if __name__ == "__main__":

@@ -119,6 +119,35 @@ def hide_xla_notice() -> None:
         tf.function(lambda x: x + 1.0, jit_compile=True)(tf.constant(0.0))
 
 
+def make_strategy(config, num_cpu_devices: int = 0):
+    """The tf.distribute strategy the config (pretraining's or fine-tuning's) names. Call it
+    before anything else runs a TensorFlow op: a multi-worker strategy cannot be made after."""
+    from electra_tf import training
+
+    training.split_cpu(num_cpu_devices)
+    strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                      config.gcp_project)
+    hide_xla_notice()
+    return strategy
+
+
+@contextlib.contextmanager
+def reported_stops() -> Iterator[None]:
+    """A training run's stops as a user should see them: a preemption prints its line and
+    exits with its code (143 for SIGTERM, 130 for SIGINT); a divergence, an unreadable input
+    file or a checkpoint that cannot be read or written prints `error: ...` and exits 1."""
+    from electra_tf import resume, training
+
+    try:
+        yield
+    except training.Preempted as e:
+        print(e, flush=True)
+        sys.exit(e.exit_code)
+    except (training.Diverged, training.InputDataError, resume.CheckpointError,
+            resume.CheckpointWriteError) as e:
+        fail(str(e))
+
+
 def run(main: Callable[[Sequence[str]], None], reference: str) -> None:
     """app.run(main) with short usage errors and a --help that exits 0 (module docstring)."""
 

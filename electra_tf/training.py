@@ -452,7 +452,13 @@ class _PreemptionHandler:
 
     def after_call(self, step: int) -> None:
         self.step = step
-        self.handler.save_checkpoint_if_preempted(checkpoint_number=step)
+        logger = tf.get_logger()
+        level = logger.level
+        logger.setLevel(logging.ERROR)  # the handler uses its own deprecated total_run_calls
+        try:
+            self.handler.save_checkpoint_if_preempted(checkpoint_number=step)
+        finally:
+            logger.setLevel(level)
 
     def close(self) -> None:
         signal.signal(signal.SIGINT, self._previous)

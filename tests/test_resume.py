@@ -2,6 +2,7 @@
 readable checkpoint, a state file that lies, leftovers of a killed save, a full disk, NaN
 weights, a checkpoint of another model."""
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -112,18 +113,26 @@ def test_an_unwritable_model_dir_is_named(tmp_path):
         _checkpointer(blocker / "run")
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MB tmpfs (root can mount one here; elsewhere the test is skipped)."""
-    mount = tmp_path / "disk"
+@contextlib.contextmanager
+def mounted_tmpfs(mount, size: str):
+    """A small disk to fill: a tmpfs of `size` at `mount`. Mounting needs root (as on this
+    project's machines); elsewhere the test is skipped, and test_an_unwritable_model_dir_is_named
+    still covers the error path."""
     mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
                             capture_output=True, text=True)
     if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}); the unwritable "
-                    "model_dir test covers the error path")
-    yield mount
-    subprocess.run(["umount", str(mount)], check=False)
+        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()})")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    with mounted_tmpfs(tmp_path / "disk", "1m") as mount:
+        yield mount
 
 
 def test_a_full_disk_fails_cleanly_and_keeps_the_earlier_checkpoints(small_disk, monkeypatch):

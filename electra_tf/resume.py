@@ -12,11 +12,12 @@ Saving (Checkpointer.save):
 - in a multi-worker cluster only the chief writes into model_dir; the other workers write to a
   temporary directory that is removed at once (every worker must take part in a save).
 
-Restoring (Checkpointer.restore): leftover `*_temp` folders of a killed save are removed; the
-candidates are the checkpoints the `checkpoint` file names plus any complete ones on disk,
-newest first; one that cannot be read (truncated, zeroed, missing files) is reported and the
-next older one is tried. A checkpoint that reads fine but does not fit the model is an error,
-not a reason to fall back.
+Restoring (when a Checkpointer is created): leftover `*_temp` folders of a killed save are
+removed; the candidates are the checkpoints on disk that have an index file, newest first (a
+`checkpoint` state file naming deleted files, or unreadable itself, is reported and rebuilt);
+one that cannot be read (truncated, zeroed, missing data) is reported and the next older one is
+tried; none readable is an error, not a fresh start. A checkpoint that reads fine but does not
+fit the model is an error too, not a reason to go back further.
 """
 
 from __future__ import annotations

@@ -439,6 +439,7 @@ class _PreemptionHandler:
 
     def __init__(self, strategy: tf.distribute.Strategy, checkpointer):
         self.step = 0
+        self.received = None  # it raises Preempted itself
 
         def exit_fn():
             raise Preempted(f"preempted: every worker wrote its checkpoint at step {self.step}; "
@@ -468,8 +469,8 @@ class _Pacer:
     """Decides how many steps the next host call runs: up to `limit` (the next boundary or
     iterations_per_loop), and no more than fit, at the measured time per step, in
     MAX_HOST_CALL_SECONDS or before the next progress line is due. The first two calls run one
-    step each: the first traces and compiles, the second measures. Multi-worker: the chief's plan is broadcast, so that
-    every worker runs the same host calls."""
+    step each: the first traces and compiles, the second measures. Multi-worker: the chief's
+    plan is broadcast, so that every worker runs the same host calls."""
 
     def __init__(self, strategy: tf.distribute.Strategy, log_seconds: float):
         self.log_seconds = log_seconds
@@ -532,6 +533,9 @@ def train(strategy: tf.distribute.Strategy, state, step_fn: Callable, input_: In
     cannot be read (progress saved)."""
     optimizer = state.optimizer
     step = int(optimizer.iterations.numpy())
+    if step >= config.num_steps:
+        print(f"step {step}: already trained to {config.num_steps} steps", flush=True)
+        return {}
     checkpointer.track("seed_generators", seed_generator_states(state.model))
     if checkpointer.restored:
         checkpointer.restore_part("seed_generators", "the dropout streams")
@@ -580,6 +584,9 @@ def train(strategy: tf.distribute.Strategy, state, step_fn: Callable, input_: In
             if skipped.in_a_row.numpy() >= config.nonfinite_patience:
                 logger.log(step, _interval_results(state, skipped), config.console_keys)
                 raise Diverged(_divergence_message(config, step, checkpointer, optimizer))
+            if ran < steps and signals.received is None:
+                raise InputDataError(f"the training input ended at step {step}; it must repeat "
+                                     "(make_dataset)")
             if step != logged and (step % config.log_steps == 0 or step == config.num_steps):
                 results = _interval_results(state, skipped)
                 warnings = monitor.update(step, results) if monitor is not None else []
@@ -601,7 +608,7 @@ def train(strategy: tf.distribute.Strategy, state, step_fn: Callable, input_: In
                     fired[hook.name] = step
             if isinstance(signals, _PreemptionHandler):
                 signals.after_call(step)
-            elif signals.received is not None:
+            if signals.received is not None:
                 path = checkpointer.save(step) if step != saved else checkpointer.latest
                 name = signal.Signals(signals.received).name
                 raise Preempted(f"stopped by {name} at step {step}: checkpoint {path}; rerun "

@@ -1,0 +1,60 @@
+"""Every command line: --help exits 0 and names its reference doc; a usage error is one line;
+no false CUDA error on a machine without an NVIDIA driver."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+COMMANDS = {
+    "run_pretraining.py": "docs/pretraining.md",
+    "run_finetuning.py": "docs/finetuning.md",
+    "convert_checkpoint.py": "docs/checkpoints.md",
+    "pretrain_data/build_pretraining_dataset.py": "docs/data.md",
+    "pretrain_data/build_openwebtext_pretraining_dataset.py": "docs/data.md",
+    "pretrain_data/build_vocab.py": "docs/data.md",
+}
+
+
+def _run_all(argv, scripts=tuple(COMMANDS)):
+    """Runs the commands at once (they spend their time importing TensorFlow)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    procs = {script: subprocess.Popen([sys.executable, script, *argv], cwd=REPO, env=env,
+                                      text=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+             for script in scripts}
+    outputs = {script: proc.communicate(timeout=600) for script, proc in procs.items()}
+    return {script: (procs[script].returncode, *outputs[script]) for script in procs}
+
+
+def test_help_exits_0_and_points_to_the_reference():
+    for script, (rc, out, err) in _run_all(["--help"]).items():
+        assert rc == 0, (script, err[-2000:])
+        assert f"reference for this command (every option, what it reads and writes): " \
+               f"{COMMANDS[script]}" in out, script
+        assert "flags:" in out and "--" in out, script
+
+
+def test_a_usage_error_is_one_line_without_the_help():
+    # The same cli.run serves every command (the --help test shows each uses it).
+    results = _run_all(["--no_such_flag=1"],
+                       ("run_finetuning.py", "pretrain_data/build_vocab.py"))
+    for script, (rc, out, err) in results.items():
+        assert rc == 2, (script, err[-2000:])
+        assert err.startswith("error: Unknown command line flag 'no_such_flag'\n"), (script, err)
+        assert "flags:" not in err and "cuInit" not in err, script
+
+
+@pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"),
+                    reason="a machine with an NVIDIA driver keeps CUDA's messages")
+def test_a_missing_input_is_one_line_and_no_cuda_error(tmp_path):
+    result = subprocess.run([sys.executable, "run_pretraining.py", f"--data_dir={tmp_path}",
+                             "--model_name=x"], cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=600)
+    assert result.returncode == 2
+    assert result.stderr == (f"error: vocab file {tmp_path}/vocab.txt not found: put the "
+                             "vocabulary at DATA_DIR/vocab.txt or set the vocab_file hparam\n"
+                             "(python run_pretraining.py --help for the flags)\n")

@@ -97,7 +97,7 @@ class Monitor:
         for check in self.checks:
             problem = check(step, scalars)
             if problem and not check.active:
-                messages.append(f"health: {problem}. {check.advice}")
+                messages.append(f"WARNING (health): {problem}. {check.advice}")
             elif check.active and not problem:
                 messages.append(f"health: {check.name} cleared")
             check.active = bool(problem)

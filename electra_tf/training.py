@@ -593,7 +593,7 @@ def train(strategy: tf.distribute.Strategy, state, step_fn: Callable, input_: In
                 logger.log(step, {**results, **(monitor.scalars() if monitor else {})},
                            config.console_keys)
                 for message in warnings:
-                    logger.warn(step, message)
+                    logger.note(step, message)
                 state.metrics.reset()
                 logged, pacer.last_line = step, time.time()
             elif line_due:
@@ -769,7 +769,7 @@ class ProgressLogger:
             tf.summary.text(name, markdown)
         self.writer.flush()
 
-    def warn(self, step: int, message: str) -> None:
-        """A health warning: on the console and as TensorBoard text."""
-        print(f"WARNING step {step}: {message}", flush=True)
+    def note(self, step: int, message: str) -> None:
+        """A health message: on the console and as TensorBoard text."""
+        print(f"step {step}: {message}", flush=True)
         self.text(step, "health", message)

@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, TINY_MODEL, run_script, write_tfrecords
-from test_finetuning import TINY_FINETUNING, finetuning_dir  # noqa: F401  (a fixture)
+from conftest import REPO, TINY_FINETUNING, TINY_MODEL, run_script, write_tfrecords
 from test_resume import mounted_tmpfs
 from electra_tf import resume, training
 
@@ -111,7 +110,8 @@ def test_preempted_killed_and_resumed_the_run_equals_the_whole(data_dir, tmp_pat
 def test_a_diverging_run_stops_and_keeps_only_finite_checkpoints(data_dir):
     result = run_script(*_command(data_dir, "nan", _hparams(
         learning_rate=1e4, num_warmup_steps=0, num_train_steps=60, iterations_per_loop=1,
-        save_checkpoints_steps=1, keep_checkpoint_max=1, nonfinite_patience=3))[1:])
+        save_checkpoints_steps=1, keep_checkpoint_max=1, nonfinite_patience=3))[1:],
+        expect_failure=True)
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
     assert "error: training diverged: 3 steps in a row had a non-finite loss" in result.stderr
     assert "Traceback" not in result.stderr and "skipped" in result.stdout

@@ -23,6 +23,14 @@ the learning-rate warmup, and where their thresholds come from:
 - gradient_explosion: grad_norm (before the clipping at 1.0) > 10 x the median of the previous
   (at least 5) intervals; sudden norm growth precedes the NaN losses reported for Base models
   on GPUs (#36, #70).
+
+>>> monitor = pretraining_monitor(mask_prob=0.15, vocab_size=30522, start_step=0)
+>>> monitor.update(1000, {"replaced_fraction": 0.4, "disc_loss": 0.1})
+[]
+>>> print(*monitor.update(2000, {"replaced_fraction": 0.05, "disc_loss": 0.01}))
+WARNING (health): the generator's samples are the original token at 95% of the masked positions ...
+>>> monitor.scalars()["health/generator_too_strong"]
+1.0
 """
 
 

@@ -308,3 +308,13 @@ def test_finetuning_trials_resume_only_an_interrupted_run_of_the_same_hparams(tm
     assert not (model_dir / "ckpt-3.index").exists() and (model_dir / "trial.json").exists()
     rerun.finish(1, {}, last=False)
     assert trials(learning_rate=3e-4).results(1) is None  # other hparams: a new run
+
+
+def test_a_damaged_pretrain_config_is_said_and_ignored(tmp_path, capsys):
+    import run_pretraining
+
+    path = tmp_path / "pretrain_config.json"
+    path.write_text('{"model_size": "small", "learning_ra')
+    assert run_pretraining._read_saved_config(str(path)) is None
+    assert f"{path} is damaged (" in capsys.readouterr().out
+    assert run_pretraining._read_saved_config(str(tmp_path / "missing.json")) is None

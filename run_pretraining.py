@@ -193,7 +193,8 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     log_steps = config.log_steps or config.iterations_per_loop
     # After the warmup and five logging intervals: a run's first noisy intervals never warn.
     monitor = health.pretraining_monitor(config.mask_prob, config.vocab_size,
-                                         max(config.num_warmup_steps, 5 * log_steps))
+                                         max(config.num_warmup_steps, 5 * log_steps),
+                                         config.objective)
     loop = training.LoopConfig(
         model_dir=config.model_dir, num_steps=config.num_train_steps,
         global_batch_size=config.train_batch_size,

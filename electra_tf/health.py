@@ -17,12 +17,15 @@ the learning-rate warmup, and where their thresholds come from:
   disc_accuracy < 0.5 (most tokens called replaced, when at most mask_prob are). Accuracy alone
   stays ~94% (#49) while the verdicts carry nothing.
 - trivial_loss: disc_loss >= 0.98 x H(p), the loss of always predicting the share
-  p = mask_prob x replaced_fraction of replaced tokens; or masked_lm_loss >= 0.98 x
-  ln(vocab_size), a uniform guess. A model there has learned nothing beyond the base rate; the
+  p = mask_prob x replaced_fraction of replaced tokens (ELECTRA 15%, judged at the masked
+  positions only: p = replaced_fraction; Electric's noise-contrastive loss has no such base
+  rate and is not checked); or masked_lm_loss >= 0.98 x ln(vocab_size), a uniform guess. A model there has learned nothing beyond the base rate; the
   paper's curves (#3) fall well below both.
 - gradient_explosion: grad_norm (before the clipping at 1.0) > 10 x the median of the previous
   (at least 5) intervals; sudden norm growth precedes the NaN losses reported for Base models
   on GPUs (#36, #70).
+
+The discriminator's checks wait for its stage in two-stage training (`stage` 2).
 
 >>> monitor = pretraining_monitor(mask_prob=0.15, vocab_size=30522, start_step=0)
 >>> monitor.update(1000, {"replaced_fraction": 0.4, "disc_loss": 0.1})
@@ -130,7 +133,15 @@ def _generator_too_strong(scalars: Scalars) -> str | None:
             "the discriminator sees few replaced tokens")
 
 
+def _discriminator_trains(scalars: Scalars) -> bool:
+    """False in two-stage training's first stage, where the discriminator's metrics are
+    weighted out."""
+    return scalars.get("stage", 2.0) >= 2.0
+
+
 def _discriminator_one_class(scalars: Scalars) -> str | None:
+    if not _discriminator_trains(scalars):
+        return None
     recall, accuracy = scalars.get("disc_recall"), scalars.get("disc_accuracy")
     if recall is not None and recall < RECALL_MIN:
         return (f"the discriminator calls (almost) every token original (disc_recall "
@@ -141,11 +152,15 @@ def _discriminator_one_class(scalars: Scalars) -> str | None:
     return None
 
 
-def _trivial_loss(mask_prob: float, vocab_size: int) -> Condition:
+def _trivial_loss(mask_prob: float, vocab_size: int, objective: str) -> Condition:
+    # The share of replaced tokens among those the discriminator judges, per replaced_fraction.
+    judged_share = {"electra": mask_prob, "electra_15": 1.0}.get(objective)
+
     def condition(scalars: Scalars) -> str | None:
         disc, replaced = scalars.get("disc_loss"), scalars.get("replaced_fraction")
-        if disc is not None and replaced is not None:
-            trivial = _binary_entropy(mask_prob * replaced)
+        if (disc is not None and replaced is not None and judged_share is not None
+                and _discriminator_trains(scalars)):
+            trivial = _binary_entropy(judged_share * replaced)
             if trivial and disc >= TRIVIAL_LOSS_SHARE * trivial:
                 return (f"disc_loss {disc:.4f} is at the loss of always predicting the share of "
                         f"replaced tokens ({trivial:.4f})")
@@ -158,9 +173,10 @@ def _trivial_loss(mask_prob: float, vocab_size: int) -> Condition:
     return condition
 
 
-def pretraining_monitor(mask_prob: float, vocab_size: int, start_step: int) -> Monitor:
-    """The checks of the module docstring; the model checks start at `start_step` (the end of
-    the learning-rate warmup)."""
+def pretraining_monitor(mask_prob: float, vocab_size: int, start_step: int,
+                        objective: str = "electra") -> Monitor:
+    """The checks of the module docstring for the run's `objective` (config.OBJECTIVES); the
+    model checks start at `start_step` (the end of the learning-rate warmup)."""
     see = " (docs/pretraining.md, \"Health warnings\")"
     return Monitor([
         Check("generator_too_strong", _generator_too_strong,
@@ -169,7 +185,7 @@ def pretraining_monitor(mask_prob: float, vocab_size: int, start_step: int) -> M
         Check("discriminator_one_class", _discriminator_one_class,
               "Check learning_rate and num_warmup_steps, and the generator (above)" + see,
               start_step),
-        Check("trivial_loss", _trivial_loss(mask_prob, vocab_size),
+        Check("trivial_loss", _trivial_loss(mask_prob, vocab_size, objective),
               "The model is not learning: check the input (TensorBoard's text sample), the "
               "learning rate and the vocabulary" + see, start_step),
         GradientExplosion("Lower learning_rate or lengthen num_warmup_steps; under "

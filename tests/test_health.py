@@ -10,10 +10,10 @@ HEALTHY = {"loss": 12.0, "masked_lm_loss": 4.0, "disc_loss": 0.15, "masked_lm_ac
            "disc_precision": 0.8, "disc_recall": 0.6, "disc_auc": 0.95, "grad_norm": 0.8}
 
 
-def _run(stream, start_step=100, every=50):
+def _run(stream, start_step=100, every=50, objective="electra"):
     """Feeds {step: metrics} through a pretraining monitor; returns {step: messages}."""
     monitor = health.pretraining_monitor(mask_prob=0.15, vocab_size=30522,
-                                         start_step=start_step)
+                                         start_step=start_step, objective=objective)
     out = {}
     for i, scalars in enumerate(stream):
         step = (i + 1) * every
@@ -56,6 +56,28 @@ def test_loss_at_the_trivial_value():
     assert "is at the loss of always predicting" in out[200][0]
     out = _run([HEALTHY] * 3 + [{**HEALTHY, "masked_lm_loss": 10.2}])
     assert "uniform guess over the vocabulary (10.326)" in out[200][0]
+
+
+def test_electra_15s_base_rate_is_the_replaced_fraction_of_the_masked_positions():
+    # Judged at the masked positions only, a learning discriminator's loss sits far above
+    # ELECTRA's all-token base rate H(0.15 x 0.45) and below its own, H(0.45).
+    learning = {**HEALTHY, "disc_loss": 0.5}
+    assert _run([learning] * 6, objective="electra_15") == {}
+    assert "is at the loss of always predicting" in _run([learning] * 6)[100][0]
+    trivial = {**HEALTHY, "disc_loss": health._binary_entropy(0.45)}
+    assert "is at the loss of always predicting" in _run(
+        [HEALTHY] * 3 + [trivial], objective="electra_15")[200][0]
+    # Electric's noise-contrastive loss has no such base rate.
+    assert _run([HEALTHY] * 3 + [{**HEALTHY, "disc_loss": 5.0}], objective="electric") == {}
+
+
+def test_two_stage_first_stage_has_no_discriminator_to_check():
+    # Stage 1 weights the discriminator's metrics out: they read 0.
+    stage_1 = {**HEALTHY, "stage": 1.0, "disc_loss": 0.0, "disc_recall": 0.0,
+               "disc_accuracy": 0.0}
+    assert _run([stage_1] * 6) == {}
+    stage_2 = {**stage_1, "stage": 2.0}
+    assert "calls (almost) every token original" in _run([stage_1] * 3 + [stage_2])[200][0]
 
 
 def test_no_model_warning_before_the_start_step():

@@ -31,13 +31,8 @@ from absl import app, flags, logging  # noqa: E402
 from electra_tf import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", None, "Location of data files (finetuning_data, models, vocab).")
-flags.DEFINE_string("model_name", None, "The name of the pretrained model being fine-tuned.")
-flags.DEFINE_string("hparams", "{}", "JSON dict of hyperparameters, or a path to a .json file.")
-flags.DEFINE_integer("num_cpu_devices", 0, "Split the host CPU into this many logical devices "
-                     "(to try the mirrored strategy without GPUs).")
-flags.DEFINE_alias("data-dir", "data_dir")
-flags.DEFINE_alias("model-name", "model_name")
+cli.define_run_flags("Location of data files (finetuning_data, models, vocab).",
+                     "The name of the pretrained model being fine-tuned.")
 
 
 def _median(trials: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:

@@ -23,14 +23,8 @@ from absl import app, flags, logging  # noqa: E402
 from electra_tf import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", None, "Location of data files (TFRecords, vocab, models).")
-flags.DEFINE_string("model_name", None, "The name of the model being pre-trained.")
-flags.DEFINE_string("hparams", "{}", "JSON dict of hyperparameters, or a path to a .json file.")
-flags.DEFINE_integer("num_cpu_devices", 0, "Split the host CPU into this many logical devices "
-                     "(to try the mirrored strategy without GPUs).")
-# The original's README spells the flags with dashes.
-flags.DEFINE_alias("data-dir", "data_dir")
-flags.DEFINE_alias("model-name", "model_name")
+cli.define_run_flags("Location of data files (TFRecords, vocab, models).",
+                     "The name of the model being pre-trained.")
 
 CONSOLE_KEYS = ("loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy", "disc_auc",
                 "learning_rate")

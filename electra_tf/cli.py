@@ -49,6 +49,21 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def define_run_flags(data_dir_help: str, model_name_help: str) -> None:
+    """The flags both run commands share. Defined once per process: the first command imported
+    describes them, so that both modules can be imported together (as the tests do)."""
+    if "data_dir" in flags.FLAGS:
+        return
+    flags.DEFINE_string("data_dir", None, data_dir_help)
+    flags.DEFINE_string("model_name", None, model_name_help)
+    flags.DEFINE_string("hparams", "{}", "JSON dict of hyperparameters, or a path to a .json file.")
+    flags.DEFINE_integer("num_cpu_devices", 0, "Split the host CPU into this many logical devices "
+                         "(to try the mirrored strategy without GPUs).")
+    # The original's README spells the flags with dashes.
+    flags.DEFINE_alias("data-dir", "data_dir")
+    flags.DEFINE_alias("model-name", "model_name")
+
+
 def _print_help(reference: str) -> None:
     doc = (sys.modules["__main__"].__doc__ or "").strip()
     modules = flags.FLAGS.flags_by_module_dict()

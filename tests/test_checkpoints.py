@@ -245,6 +245,7 @@ def _tiny_release(tmp_path, with_generator: bool):
     return prefix, disc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_generator", [True, False])
 def test_pretraining_continues_from_a_tf1_release(data_dir, tmp_path, with_generator):
     from conftest import TINY_MODEL, run_script
@@ -282,6 +283,7 @@ def test_finetuning_starts_from_a_tf1_checkpoint_and_a_hf_directory(tmp_path):
         load_pretrained_encoder(bigger, os.path.dirname(prefix))
 
 
+@pytest.mark.slow
 def test_convert_checkpoint_cli_round_trips_through_every_format(tmp_path):
     """TF1 release -> hf -> keras -> tf1: the discriminator's weights survive unchanged, and the
     CLI refuses a non-empty output directory."""

@@ -279,9 +279,10 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
                           "sst,rte_results.json").read_text())
     assert summary["glue_score_median"] == pytest.approx(
         (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)
-    # keep_all_models false: only the last trial's checkpoints stay.
+    # keep_all_models false: only the last trial's checkpoints stay (beside the record of
+    # finished trials that a rerun resumes from).
     models = finetuning_dir / "models" / "tiny" / "finetuning_models"
-    assert sorted(p.name for p in models.iterdir()) == ["sst,rte_model_2"]
+    assert sorted(p.name for p in models.iterdir()) == ["sst,rte_model_2", "sst,rte_run.json"]
 
 
 def test_squad_from_tensorflow_datasets(finetuning_dir, tmp_path):

@@ -266,6 +266,7 @@ def test_two_stage_switches_freezes_and_restarts_the_schedule():
     assert results["stage"] == 1.5 and "disc_auc" in results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [1, 3])
 def test_two_stage_resumes_inside_either_stage(tmp_path, stop):
     batches = [_features(seed=i) for i in range(4)]

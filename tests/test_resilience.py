@@ -65,6 +65,7 @@ def _check(result):
     return result.stdout
 
 
+@pytest.mark.slow
 def test_preempted_killed_and_resumed_the_run_equals_the_whole(data_dir, tmp_path):
     """Stopped by SIGTERM, then killed with -9 after a periodic save, and resumed each time, a
     seeded run ends bit-equal to an uninterrupted one: the input position, the masking and
@@ -178,6 +179,7 @@ def test_a_full_disk_stops_naming_the_path_and_a_rerun_says_so_at_once(data_dir,
         "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 2
 
 
+@pytest.mark.slow
 def test_finetuning_stopped_by_ctrl_c_resumes_the_trial_and_skips_the_finished(
         finetuning_dir, tmp_path):
     hparams = json.dumps({**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 3,

@@ -83,6 +83,7 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     assert max(_event_tags(model_dir)["loss"]) == 6
 
 
+@pytest.mark.slow
 def test_eval_writes_results(data_dir):
     """do_eval reads eval_tfrecords once, saying what it evaluates, with progress lines; and
     training prints progress lines by the clock even when a host call is long."""

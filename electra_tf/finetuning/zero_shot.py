@@ -162,7 +162,8 @@ class ZeroShotTask(Task):
         """The pretrained discriminator's replaced-token-detection head."""
         from electra_tf import checkpoints
 
-        pretrained = checkpoints.load_pretrained(config.init_checkpoint)
+        pretrained = checkpoints.load_pretrained(config.init_checkpoint,
+                                                 config.bert_config()["num_attention_heads"])
         if pretrained.discriminator is None or not pretrained.has_discriminator_head:
             raise ValueError(f"init_checkpoint {pretrained.source} has no replaced-token-"
                              f"detection head, which {self.name} classifies with; use a "

@@ -43,8 +43,7 @@ def _median(trials: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, fl
 
 def _write_results(config, trials: list[dict[str, dict[str, float]]]) -> dict:
     """The original's results.txt lines ("task: metric: value - ...") per trial, plus JSON."""
-    import tensorflow as tf
-
+    from electra_tf import files
     from electra_tf.finetuning import glue, trainer
 
     median = _median(trials)
@@ -59,13 +58,9 @@ def _write_results(config, trials: list[dict[str, dict[str, float]]]) -> dict:
         for task, metrics in results.items():
             lines.append(f"{task}: " + " - ".join(f"{k}: {v:.2f}" for k, v in metrics.items())
                          + f" ({label})")
-    tf.io.gfile.makedirs(config.results_dir)
     for extension, text in (("txt", "\n".join(lines) + "\n"),
                             ("json", json.dumps(summary, indent=2))):
-        path = trainer.results_path(config, extension)
-        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        files.write_atomically(trainer.results_path(config, extension), text)
     print("\n".join(lines), flush=True)
     return summary
 

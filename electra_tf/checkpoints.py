@@ -39,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import config as config_lib
-from electra_tf import modeling
+from electra_tf import files, modeling
 
 # Not model weights: the original's optimizer state and step counter.
 _TF1_EXTRAS = re.compile(r"(/adam_[mv]$|^global_step$|/Adam(_1)?$|^beta[12]_power$)")
@@ -353,16 +353,12 @@ def _read_json(path: str) -> Any:
         return json.load(f)
 
 
-def write_files(directory: str, files: dict[str, bytes]) -> list[str]:
-    """Writes {name: content} into `directory` through temporary names first: never a
-    half-written file under a final name. Returns the paths."""
-    tf.io.gfile.makedirs(directory)
-    for name, data in files.items():
-        with tf.io.gfile.GFile(os.path.join(directory, name + ".tmp"), "wb") as f:
-            f.write(data)
-    paths = [os.path.join(directory, name) for name in files]
-    for name, path in zip(files, paths):
-        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+def write_files(directory: str, contents: dict[str, bytes]) -> list[str]:
+    """Writes {name: content} into `directory`, each file whole or not at all. Returns the
+    paths."""
+    paths = [os.path.join(directory, name) for name in contents]
+    for path, data in zip(paths, contents.values()):
+        files.write_atomically(path, data)
     return paths
 
 
@@ -525,12 +521,12 @@ def export_hf(model, directory: str, vocab_file: str | None = None,
              for tf1, hf, transpose in pairs}
     if generator:
         state["generator_lm_head.weight"] = state["electra.embeddings.word_embeddings.weight"]
-    files = {"config.json": json.dumps(hf_config(model), indent=2).encode(),
-             "model.safetensors": save_safetensors(state, metadata={"format": "pt"})}
+    contents = {"config.json": json.dumps(hf_config(model), indent=2).encode(),
+                "model.safetensors": save_safetensors(state, metadata={"format": "pt"})}
     if vocab_file:
-        files.update(tokenizer_files(vocab_file, do_lower_case,
-                                     model.encoder.max_position_embeddings))
-    write_files(directory, files)
+        contents.update(tokenizer_files(vocab_file, do_lower_case,
+                                        model.encoder.max_position_embeddings))
+    write_files(directory, contents)
     return directory
 
 
@@ -580,9 +576,8 @@ def _directory(path: str) -> str:
 def save_keras(model: keras.Model, path: str) -> str:
     """model.save(path) through a temporary name: never a half-written .keras file under the
     final name."""
-    tmp = path + ".tmp.keras"
-    model.save(tmp)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    with files.renamed_into_place(path, suffix=".keras") as temporary:
+        model.save(temporary)
     return path
 
 

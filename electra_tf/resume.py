@@ -32,6 +32,8 @@ from typing import Iterator, Sequence
 
 import tensorflow as tf
 
+from electra_tf import files
+
 PREFIX = "ckpt"
 _STEP = re.compile(rf"^{PREFIX}-(\d+)$")
 SPACE_MARGIN = 1.2  # free space wanted before a save, over the size of the last checkpoint
@@ -276,15 +278,9 @@ class Checkpointer(tf.train.CheckpointManager):
 
 
 def write_atomically(path: str, content: str | bytes) -> None:
-    """Writes a file (and its directory) through a temporary name and a rename: a crash or a
-    full disk never leaves a half-written file under `path` (local paths and gs:// alike)."""
-    tmp = path + ".tmp"
+    """files.write_atomically for a run's own files: a failure (a full disk) is a
+    CheckpointWriteError naming the path, which stops the run with one line."""
     try:
-        tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-        with tf.io.gfile.GFile(tmp, "wb" if isinstance(content, bytes) else "w") as f:
-            f.write(content)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        files.write_atomically(path, content)
     except (tf.errors.OpError, OSError) as e:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
         raise CheckpointWriteError(f"could not write {path}: {_first_line(e)}") from None

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
-from electra_tf import cli  # noqa: E402
+from electra_tf import cli, files  # noqa: E402
 
 FLAGS = flags.FLAGS
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -82,9 +82,9 @@ def main(argv) -> None:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     if not tf.io.gfile.isdir(FLAGS.corpus_dir):
         raise app.UsageError(f"--corpus_dir {FLAGS.corpus_dir} is not a directory")
-    files = sorted(os.path.join(FLAGS.corpus_dir, f) for f in tf.io.gfile.listdir(FLAGS.corpus_dir)
-                   if not tf.io.gfile.isdir(os.path.join(FLAGS.corpus_dir, f)))
-    for path in files:  # fail before the long part, naming the file
+    corpus = sorted(os.path.join(FLAGS.corpus_dir, f) for f in tf.io.gfile.listdir(FLAGS.corpus_dir)
+                    if not tf.io.gfile.isdir(os.path.join(FLAGS.corpus_dir, f)))
+    for path in corpus:  # fail before the long part, naming the file
         try:
             for _ in read_lines(path):
                 pass
@@ -94,16 +94,11 @@ def main(argv) -> None:
         raise app.UsageError(f"--output_file {FLAGS.output_file} exists; pass --overwrite to "
                              "replace it")
     try:
-        vocab = learn_vocab(files, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.do_strip_accents,
+        vocab = learn_vocab(corpus, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.do_strip_accents,
                             FLAGS.bert_layout, FLAGS.reserved_tokens or [], FLAGS.min_count)
     except ValueError as e:
         raise app.UsageError(str(e)) from None
-    directory = os.path.dirname(FLAGS.output_file)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    with tf.io.gfile.GFile(FLAGS.output_file + ".incomplete", "w") as f:
-        f.write("".join(token + "\n" for token in vocab))
-    tf.io.gfile.rename(FLAGS.output_file + ".incomplete", FLAGS.output_file, overwrite=True)
+    files.write_atomically(FLAGS.output_file, "".join(token + "\n" for token in vocab))
     logging.info("wrote %d tokens to %s", len(vocab), FLAGS.output_file)
     print(f"{len(vocab)} tokens -> {FLAGS.output_file}")
 

@@ -31,7 +31,6 @@ import csv
 import dataclasses
 import os
 import typing
-import uuid
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -39,6 +38,7 @@ import tensorflow as tf
 from scipy import stats
 from sklearn import metrics
 
+from electra_tf import files
 from electra_tf.finetuning.model import ClassificationHead
 from electra_tf.finetuning.task import INPUTS, DataError, SplitData, Task, cross_entropy
 
@@ -277,7 +277,7 @@ class GlueTask(Task):
         lines = ["index\tprediction"]
         for eid, prediction in sorted(zip(eids, predictions), key=lambda pair: pair[0]):
             lines.append(f"{eid}\t{self._format_prediction(prediction)}")
-        _write_atomically(path, "\n".join(lines) + "\n")
+        files.write_atomically(path, "\n".join(lines) + "\n")
 
     def _format_prediction(self, prediction) -> str:
         if self.is_regression:
@@ -485,18 +485,3 @@ def _read_tsv(path: str) -> Iterator[tuple[int, list[str]]]:
         except csv.Error as e:  # e.g. a field over csv's size limit
             raise DataError(f"{path}:{reader.line_num}: {e}") from None
         yield reader.line_num, row
-
-
-def _write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(path)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with tf.io.gfile.GFile(temporary, "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(temporary, path, overwrite=True)
-    except BaseException:
-        if tf.io.gfile.exists(temporary):
-            tf.io.gfile.remove(temporary)
-        raise

@@ -72,6 +72,7 @@ import tensorflow as tf
 from absl import logging
 from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
 
+from electra_tf import files
 from electra_tf.tokenization import WordPieceTokenizer
 
 DEFAULT_NA_THRESHOLD = -2.75  # the original's qa_na_threshold
@@ -651,11 +652,7 @@ def apply_na_threshold(predictions: dict[str, str], null_odds: dict[str, float],
 
 
 def _write_json(path: str, obj: Any) -> None:
-    # Write-then-rename so a reader never sees a half-written file.
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        json.dump(obj, f)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    files.write_atomically(path, json.dumps(obj))
 
 
 def write_predictions(directory: str, predictions: dict[str, str],

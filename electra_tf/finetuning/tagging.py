@@ -39,6 +39,7 @@ from absl import logging
 from seqeval import metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
+from electra_tf import files
 from electra_tf.finetuning.model import TaggingHead
 from electra_tf.finetuning.task import DataError, SplitData, Task, pad_rows
 
@@ -245,10 +246,7 @@ def write_conll(path: str, sentences: Sequence[Sentence],
         lines += [" ".join(fields) for fields in zip(sentence.words, sentence.pos,
                                                      sentence.tags, tags)]
         lines.append("")
-    tf.io.gfile.makedirs(os.path.dirname(path))
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    files.write_atomically(path, "\n".join(lines) + "\n")
 
 
 TASKS: list[TaggingTask] = [TaggingTask("chunk")]

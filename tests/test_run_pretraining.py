@@ -113,6 +113,7 @@ def test_eval_writes_results(data_dir):
     assert results["num_examples"] == 48
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_over_two_logical_cpus(data_dir):
     out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
                             "m", "--num_cpu_devices", "2", "--hparams",
@@ -127,6 +128,7 @@ def test_mirrored_strategy_over_two_logical_cpus(data_dir):
     assert "'train_batch_size' = 7 is not divisible by the 2 replicas" in result.stderr
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_run(data_dir):
     out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
                             "bf16", "--hparams", _hparams(precision="mixed_bfloat16",

@@ -174,14 +174,26 @@ def pretraining_matmuls(config: PretrainingConfig, batch_size: int | None = None
         return (encoder_matmuls("masked LM", disc, embedding, batch_size, seq_length)
                 + _mlm_head("masked LM", predictions, disc["hidden_size"], embedding,
                             disc["vocab_size"]))
-    if name == "electra":
-        generator = _generator_matmuls(config, batch_size, seq_length, predictions)
-    elif name == "electric":
-        generator = _electric_generator_matmuls(config, batch_size, seq_length)
-    else:
-        raise ValueError(f"flops: no FLOP count for objective {name!r}; known: electra, mlm, "
-                         "electric")
-    return _discriminator_matmuls(config, batch_size, seq_length) + generator
+    if name == "electric":
+        return (_discriminator_matmuls(config, batch_size, seq_length)
+                + _electric_generator_matmuls(config, batch_size, seq_length))
+    if name not in ("electra", "electra_15", "replace_mlm", "all_tokens_mlm"):
+        raise ValueError(f"flops: no FLOP count for objective {name!r}; known: electra, "
+                         "electra_15, mlm, replace_mlm, all_tokens_mlm, electric")
+    generator = _generator_matmuls(config, batch_size, seq_length, predictions)
+    if name in ("electra", "electra_15"):  # ELECTRA 15% computes every position, weighs 15%
+        return _discriminator_matmuls(config, batch_size, seq_length) + generator
+    disc = config.bert_config()
+    embedding = config.resolved_embedding_size()
+    model = encoder_matmuls("discriminator", disc, embedding, batch_size, seq_length)
+    if name == "replace_mlm":  # its own MLM head at the drawn positions
+        return model + _mlm_head("replace MLM", predictions, disc["hidden_size"], embedding,
+                                 disc["vocab_size"]) + generator
+    # all_tokens_mlm: the MLM head and the copy probability's DiscriminatorHead at every token
+    tokens, hidden = batch_size * seq_length, disc["hidden_size"]
+    return (model + _mlm_head("all-tokens MLM", tokens, hidden, embedding, disc["vocab_size"])
+            + [Matmul("copy head", tokens, hidden, hidden),
+               Matmul("copy logit", tokens, hidden, 1)] + generator)
 
 
 def pretraining_step_flops(config: PretrainingConfig, batch_size: int | None = None,

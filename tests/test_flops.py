@@ -38,6 +38,9 @@ PRETRAINING_CASES = {
     "electra": {},
     "mlm": {"electra_objective": False},
     "electric": {"electric_objective": True},
+    "electra_15": {"objective": "electra_15"},
+    "replace_mlm": {"objective": "replace_mlm"},
+    "all_tokens_mlm": {"objective": "all_tokens_mlm"},
     "uniform_generator": {"uniform_generator": True},
     "shared_encoder": {"untied_generator": False, "generator_hidden_size": 1.0},
     "untied_embeddings": {"untied_generator_embeddings": True},
@@ -90,5 +93,5 @@ def test_counted_matmuls_are_the_finetuning_forward_pass(layers, num_outputs):
 def test_unknown_objective_names_the_known_ones():
     config = tiny_config(vocab_size=VOCAB)
     object.__setattr__(config, "objective", "nonsense")
-    with pytest.raises(ValueError, match="known: electra, mlm, electric"):
+    with pytest.raises(ValueError, match="known: electra, electra_15, mlm, replace_mlm, all_tokens_mlm, electric"):
         flops.pretraining_matmuls(config)

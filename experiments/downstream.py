@@ -153,6 +153,9 @@ def next_sentence_task(held_out: list[str], sizes: dict[str, int]) -> dict:
     return out
 
 
+CORPUS_FILES = ("enwiki_sample.txt", "brown_head.txt")
+
+
 def pretraining_corpus(shared_data: str, out_dir: str) -> dict[str, int]:
     """The pretraining text: Wikipedia whole, Brown without its held-out tail. Writes
     out_dir/{enwiki_sample,brown_head}.txt for build_pretraining_dataset.py."""
@@ -162,7 +165,7 @@ def pretraining_corpus(shared_data: str, out_dir: str) -> dict[str, int]:
         wiki = f.read()
     brown = read_brown(os.path.join(corpora, "brown.txt"))
     head = brown[:brown_split_point(len(brown))]
-    for name, text in (("enwiki_sample.txt", wiki), ("brown_head.txt", "\n".join(head) + "\n")):
+    for name, text in zip(CORPUS_FILES, (wiki, "\n".join(head) + "\n")):
         path = os.path.join(out_dir, name)
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             f.write(text)

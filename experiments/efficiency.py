@@ -2,7 +2,7 @@
 
   python experiments/efficiency.py --out DIR [--budget smoke|pilot|full]
       [--tasks sst,sts,qnli] [--task_data DIR] [--objectives electra,mlm,...]
-      [--shared_data ../shared/data] [--report_dir DIR]
+      [--shared_data ../shared/data] [--workers N] [--report_dir DIR]
 
 One command runs the whole experiment and can be rerun to resume (finished runs are skipped):
   1. data: the pretraining text (experiments/downstream.py: Wikipedia and Brown without its
@@ -35,13 +35,14 @@ Progress goes to stdout, each run's output to DIR/logs/.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Sequence
 
@@ -81,6 +82,9 @@ class Budget:
     finetune_epochs: float
     finetune_seq_length: int
     finetune_batch_size: int
+    # None: BERT's uncased WordPiece vocabulary (30,522 tokens); a number: a vocabulary of about
+    # that size learned from the pretraining text by pretrain_data/build_vocab.py.
+    vocab_size: int | None = None
 
     def model_hparams(self) -> dict[str, Any]:
         """The transformer shape, as run_pretraining.py and run_finetuning.py take it."""
@@ -105,11 +109,14 @@ BUDGETS = {
                     curve_points=1, learning_rate=1e-3, warmup_fraction=0.1,
                     task_sizes=downstream.DEFAULT_SIZES, trials=3, finetune_lrs=(3e-4,),
                     finetune_epochs=2.0, finetune_seq_length=64, finetune_batch_size=32),
+    # A learned 8k vocabulary: with BERT's 30,522 tokens the output layer is a third of a step
+    # and the pilot's models never left the unigram stage.
     "full": Budget(hidden_size=128, num_layers=4, num_heads=2, embedding_size=128,
                    generator_fraction=0.25, seq_length=128, batch_size=32, electra_steps=1600,
                    curve_points=4, learning_rate=1e-3, warmup_fraction=0.1,
-                   task_sizes=downstream.DEFAULT_SIZES, trials=5, finetune_lrs=(1e-4, 3e-4, 1e-3),
-                   finetune_epochs=2.0, finetune_seq_length=64, finetune_batch_size=32),
+                   task_sizes=downstream.DEFAULT_SIZES, trials=5, finetune_lrs=(3e-4, 1e-3),
+                   finetune_epochs=2.0, finetune_seq_length=64, finetune_batch_size=32,
+                   vocab_size=8192),
 }
 
 
@@ -132,21 +139,34 @@ def read_json(path: str) -> Any:
         return json.load(f)
 
 
+# Set by main(): with several workers, each run's TensorFlow gets a share of the cores.
+CHILD_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def share_cores(workers: int) -> None:
+    """Limits each run to cpu_count / workers threads (TensorFlow's and oneDNN's pools), so
+    that `workers` runs side by side do not oversubscribe the cores."""
+    if workers > 1:
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        CHILD_ENV.update({"TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": threads,
+                          "OMP_NUM_THREADS": threads})
+
+
 def run_logged(command: Sequence[str], log_path: str) -> dict[str, float]:
     """Runs a command with its output in log_path; fails naming the log. Returns its wall
-    time, its CPU time (user + system, which the machine's other load inflates less than the
-    wall time) and the load average when it ended."""
+    time, its own CPU time (user + system, which the machine's other load inflates less than
+    the wall time) and the load average when it ended."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     with open(log_path, "w") as out:
-        result = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode:
-        raise RuntimeError(f"{command[1]} failed (exit {result.returncode}); see {log_path}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_seconds": round(time.time() - start, 1), "cpu_seconds": round(cpu, 1),
+        child = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                 env={**os.environ, **CHILD_ENV})
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise RuntimeError(f"{command[1]} failed (exit {child.returncode}); see {log_path}")
+    return {"wall_seconds": round(time.time() - start, 1),
+            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
             "load_average": round(os.getloadavg()[0], 2)}
 
 
@@ -244,15 +264,21 @@ def prepare_data(out: str, shared_data: str, budget: Budget, tasks: Sequence[str
     """DATA_DIR in the original's layout: vocab.txt, pretrain_tfrecords/, finetuning_data/."""
     data_dir = os.path.join(out, "data")
     os.makedirs(data_dir, exist_ok=True)
-    vocab = os.path.join(data_dir, "vocab.txt")
-    if not os.path.exists(vocab):
-        shutil.copy(os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"), vocab + ".tmp")
-        os.replace(vocab + ".tmp", vocab)
-    records = os.path.join(data_dir, "pretrain_tfrecords")
-    if not os.path.exists(os.path.join(records, "build_summary.json")):
-        corpus = os.path.join(out, "corpus")
+    corpus = os.path.join(out, "corpus")
+    if not all(os.path.exists(os.path.join(corpus, f)) for f in downstream.CORPUS_FILES):
         log(f"pretraining text -> {corpus}: "
             f"{downstream.pretraining_corpus(shared_data, corpus)}")
+    vocab = os.path.join(data_dir, "vocab.txt")
+    if not os.path.exists(vocab) and budget.vocab_size is None:
+        shutil.copy(os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"), vocab + ".tmp")
+        os.replace(vocab + ".tmp", vocab)
+    elif not os.path.exists(vocab):
+        usage = run_logged([sys.executable, "pretrain_data/build_vocab.py", "--corpus_dir",
+                            corpus, "--output_file", vocab, "--vocab_size",
+                            str(budget.vocab_size)], os.path.join(out, "logs", "vocab.log"))
+        log(f"vocabulary learned in {usage['wall_seconds']} s: {vocab}")
+    records = os.path.join(data_dir, "pretrain_tfrecords")
+    if not os.path.exists(os.path.join(records, "build_summary.json")):
         usage = run_logged([sys.executable, "pretrain_data/build_pretraining_dataset.py",
                             "--corpus_dir", corpus, "--vocab_file", vocab, "--output_dir",
                             records, "--max_seq_length", str(budget.seq_length),
@@ -362,14 +388,14 @@ def _read_rows(path: str) -> list[list[str]]:
 
 
 def finetune(model: str, task: str, learning_rate: float, budget: Budget, data_dir: str,
-             out: str, progress: str, pretrained: bool = True) -> dict:
+             out: str, progress: Progress, pretrained: bool = True) -> dict:
     """`trials` seeds of one (model, task, learning rate) through run_finetuning.py; the
     selection split's metrics from its results JSON, the test split's scored here."""
     key = f"{model}__{task}__lr{learning_rate:g}"
     done = os.path.join(out, "results", "finetune", f"{key}.json")
     if os.path.exists(done):
         return read_json(done)
-    log(f"fine-tuning {progress}: {model} on {task} at lr {learning_rate:g}")
+    log(f"fine-tuning {progress.next()}: {model} on {task} at lr {learning_rate:g}")
     hparams = finetuning_hparams(budget, task, learning_rate, pretrained)
     model_dir = os.path.join(data_dir, "models", model)
     os.makedirs(model_dir, exist_ok=True)
@@ -403,6 +429,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="comma-separated; default: electra, mlm and the Table 5 "
                              "objectives this electra_tf has")
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
+    parser.add_argument("--workers", type=int, default=1,
+                        help="runs side by side, each on cpu_count / workers threads (small "
+                             "models use two cores better as two one-thread runs)")
     parser.add_argument("--report_dir", default=None,
                         help="tables and plots (default: docs/ for --budget full, else "
                              "OUT/report)")
@@ -419,38 +448,70 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+class Progress:
+    """Numbers the fine-tuning runs as they start, across workers."""
+
+    def __init__(self, total: int, finished: int) -> None:
+        self.total, self.started, self.lock = total, finished, threading.Lock()
+
+    def next(self) -> str:
+        with self.lock:
+            self.started += 1
+            return f"{self.started}/{self.total}"
+
+
+EXPORT_LOCK = threading.Lock()  # exports build models in this process, one at a time
+
+
+def objective_runs(run: PretrainRun | None, budget: Budget, tasks: Sequence[str],
+                   data_dir: str, out: str, progress: Progress) -> None:
+    """One objective end to end: pretraining, exports, the learning-rate sweep at its last
+    checkpoint, then its curve's earlier checkpoints at the rate chosen for each task.
+    run None: the model without pretraining (the sweep only)."""
+    import report
+
+    if run is None:
+        final, steps, pretrained = NO_PRETRAINING, [], False
+    else:
+        pretrain(run, budget, data_dir, out)
+        steps = run.checkpoints(budget.curve_points)
+        with EXPORT_LOCK:
+            for step in steps:
+                export_discriminator(run, step, budget, data_dir)
+        final, pretrained = f"{run.objective}_{run.steps}", True
+    for task in tasks:
+        for lr in budget.finetune_lrs:
+            finetune(final, task, lr, budget, data_dir, out, progress, pretrained)
+    for step in steps[:-1]:
+        for task in tasks:
+            chosen = report.select([finetune(final, task, lr, budget, data_dir, out, progress)
+                                    for lr in budget.finetune_lrs], task)
+            finetune(f"{run.objective}_{step}", task, chosen["learning_rate"], budget,
+                     data_dir, out, progress)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     budget = BUDGETS[args.budget]
+    share_cores(args.workers)
     start = time.time()
     data_dir = prepare_data(args.out, args.shared_data, budget, args.tasks, args.task_data)
     runs = plan_pretraining(budget, data_dir, args.objectives)
-    models = [(run, step) for run in runs for step in run.checkpoints(budget.curve_points)]
-    finals = {run.objective: f"{run.objective}_{run.steps}" for run in runs}
-    # The sweep runs at each objective's last checkpoint and without pretraining; the earlier
-    # checkpoints of the curve take the rate their objective's last checkpoint chose.
-    swept = [(name, task, lr) for name in [*finals.values(), NO_PRETRAINING]
-             for task in args.tasks for lr in budget.finetune_lrs]
-    earlier = [(f"{run.objective}_{step}", run.objective, task) for run, step in models
-               if step != run.steps for task in args.tasks]
-    total = len(swept) + len(earlier)
+    sweep = len(budget.finetune_lrs) * len(args.tasks)
+    total = sweep * (len(runs) + 1) + sum(
+        len(run.checkpoints(budget.curve_points)) - 1 for run in runs) * len(args.tasks)
     log(f"budget {args.budget}: {len(runs)} pretraining runs "
         f"({', '.join(f'{r.objective} {r.steps} steps' for r in runs)}), "
-        f"{total} fine-tuning runs of {budget.trials} seeds")
-    for run in runs:
-        pretrain(run, budget, data_dir, args.out)
-    for run, step in models:
-        export_discriminator(run, step, budget, data_dir)
-    for index, (name, task, lr) in enumerate(swept, start=1):
-        finetune(name, task, lr, budget, data_dir, args.out, f"{index}/{total}",
-                 pretrained=name != NO_PRETRAINING)
+        f"{total} fine-tuning runs of {budget.trials} seeds, {args.workers} at a time")
+    finished = os.path.join(args.out, "results", "finetune")
+    progress = Progress(total, len(os.listdir(finished)) if os.path.isdir(finished) else 0)
+    # Longest first, so that the workers finish together.
+    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+        futures = [pool.submit(objective_runs, run, budget, args.tasks, data_dir, args.out,
+                               progress) for run in [*runs, None]]
+        for future in futures:
+            future.result()
     import report
-
-    for index, (name, objective, task) in enumerate(earlier, start=len(swept) + 1):
-        chosen = report.select([finetune(finals[objective], task, lr, budget, data_dir,
-                                         args.out, "") for lr in budget.finetune_lrs], task)
-        finetune(name, task, chosen["learning_rate"], budget, data_dir, args.out,
-                 f"{index}/{total}")
 
     written = report.write(args.out, args.report_dir, budget, runs, args.tasks)
     log(f"done in {time.time() - start:.0f} s; wrote {', '.join(written)}")

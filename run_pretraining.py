@@ -81,6 +81,19 @@ def _text_sample(config, strategy, state, files: list[str], vocab: dict[str, int
     return sample
 
 
+def _probe(config):
+    """The linear probe (a Hook) of the discriminator on `probe_task`; the task is read now, so
+    that a bad task directory fails before training. It runs the model without dropout and
+    draws no random numbers, so it never changes the training run."""
+    from electra_tf import probe, tokenization
+
+    linear = probe.LinearProbe.from_directory(
+        config.probe_task, tokenization.WordPieceTokenizer(config.vocab_file,
+                                                           config.do_lower_case),
+        config.max_seq_length, config.probe_examples)
+    return lambda step, state: linear(state.model.discriminator)
+
+
 def _read_saved_config(path: str) -> dict | None:
     """pretrain_config.json of an earlier run; None (saying so) when it is damaged."""
     import tensorflow as tf
@@ -184,6 +197,8 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         config.train_batch_size)
     hooks = [training.Hook("text sample", config.text_summary_steps,
                            _text_sample(config, strategy, state, files, vocab))]
+    if config.probe_task:
+        hooks.append(training.Hook("probe", config.probe_steps, _probe(config), at_end=True))
     log_steps = config.log_steps or config.iterations_per_loop
     # After the warmup and five logging intervals: a run's first noisy intervals never warn.
     monitor = health.pretraining_monitor(config.mask_prob, config.vocab_size,

@@ -25,7 +25,9 @@ One command runs the whole experiment and can be rerun to resume (finished runs 
      The reported numbers are the test split's (test.tsv, predictions written by
      run_finetuning.py's write_test_outputs and scored here against test_labels.tsv), never
      tuned on.
-  4. the report: raw results as JSON under DIR/results/, and into --report_dir the tables
+  4. a linear probe (electra_tf.probe, run_pretraining.py's probe_task) of every kept
+     checkpoint's frozen discriminator and of the random one on every task.
+  5. the report: raw results as JSON under DIR/results/, and into --report_dir the tables
      (efficiency_results.md: medians with IQR and min-max over seeds, which differences exceed
      the seed noise) and the PNG plots (matplotlib).
 
@@ -414,6 +416,41 @@ def finetune(model: str, task: str, learning_rate: float, budget: Budget, data_d
     return record
 
 
+def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[str]) -> dict:
+    """The linear probe of one model's frozen discriminator on every task (electra_tf.probe,
+    what run_pretraining.py's `probe_task` runs): a kept checkpoint's exported discriminator,
+    or for NO_PRETRAINING the randomly initialised one fine-tuning starts from."""
+    done = os.path.join(out, "results", "probe", f"{name}.json")
+    if os.path.exists(done):
+        return read_json(done)
+    import keras
+
+    from electra_tf import modeling, tokenization
+    from electra_tf import probe as probe_lib
+    from electra_tf.finetuning import config as finetuning_config
+
+    if name == NO_PRETRAINING:
+        config = finetuning_config.from_hparams(name, data_dir, finetuning_hparams(
+            budget, tasks[0], budget.finetune_lrs[0], pretrained=False))
+        keras.utils.set_random_seed(FINETUNE_SEED)
+        encoder = modeling.Encoder(**config.bert_config(), embedding_size=config.embedding_size,
+                                   name="electra")
+        modeling.build_once(encoder)
+    else:
+        encoder = keras.saving.load_model(
+            os.path.join(data_dir, "models", name, "discriminator.keras")).encoder
+    tokenizer = tokenization.WordPieceTokenizer(os.path.join(data_dir, "vocab.txt"))
+    record: dict[str, Any] = {"model": name}
+    for task in tasks:
+        linear = probe_lib.LinearProbe.from_directory(
+            os.path.join(data_dir, "finetuning_data", task), tokenizer,
+            budget.finetune_seq_length, max(budget.task_sizes.values()))
+        record[task] = linear(encoder)
+    write_json(done, record)
+    log(f"probed {name}: " + ", ".join(f"{t} {record[t]}" for t in tasks))
+    return record
+
+
 # ----------------------------------------------------------------------------- main
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -511,6 +548,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                                progress) for run in [*runs, None]]
         for future in futures:
             future.result()
+    for run in runs:
+        for step in run.checkpoints(budget.curve_points):
+            probe(f"{run.objective}_{step}", budget, data_dir, args.out, args.tasks)
+    probe(NO_PRETRAINING, budget, data_dir, args.out, args.tasks)
     import report
 
     written = report.write(args.out, args.report_dir, budget, runs, args.tasks)

@@ -51,6 +51,8 @@ class Model:
     step: int  # 0: no pretraining
     flops: float
     scores: dict[str, Score]
+    # task -> {"train": .., "dev": ..}: the linear probe's main metric (electra_tf.probe)
+    probes: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def average(self, tasks: Sequence[str]) -> float:
         return statistics.mean(self.scores[t].median for t in tasks)
@@ -87,8 +89,18 @@ def load(out: str, tasks: Sequence[str]) -> list[Model]:
             best = select(per_task[task], task)
             scores[task] = Score(best["learning_rate"], _median_metric(task, best["selection"]),
                                  [main_metric(task, m) for m in best["test"]])
-        models.append(Model(name, objective, step, flops, scores))
+        models.append(Model(name, objective, step, flops, scores, _probes(out, name, tasks)))
     return sorted(models, key=lambda m: (m.objective, m.step))
+
+
+def _probes(out: str, name: str, tasks: Sequence[str]) -> dict[str, dict[str, float]]:
+    path = os.path.join(out, "results", "probe", f"{name}.json")
+    if not os.path.exists(path):
+        return {}
+    record = _read(path)
+    return {task: {split: next(v for k, v in record[task].items()
+                               if k.startswith(f"probe_{split}_"))
+                   for split in ("train", "dev")} for task in tasks}
 
 
 def _median_metric(task: str, trials: Sequence[dict[str, float]]) -> float:
@@ -172,7 +184,6 @@ def plot_curve(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     panels = [*tasks, "average"]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
@@ -198,11 +209,7 @@ def plot_curve(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
             level = (baseline.average(tasks) if panel == "average"
                      else baseline.scores[panel].median)
             ax.axhline(level, color="gray", linestyle="--", label="no pretraining")
-        ax.set_xscale("log")
-        ticks = sorted({m.flops for m in models if m.objective == "electra"})
-        ax.set_xticks(ticks, [f"{t:.2g}" for t in ticks])
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_xlabel("pretraining FLOPs")
+        _flops_axis(ax, models)
         ax.set_title(panel + (" (seed min-max)" if panel == "average" else " (median, IQR)"))
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test score")
@@ -210,6 +217,55 @@ def plot_curve(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _flops_axis(ax, models: Sequence[Model]) -> None:
+    """A log x axis ticked at ELECTRA's checkpoints."""
+    import matplotlib.ticker
+
+    ax.set_xscale("log")
+    ticks = sorted({m.flops for m in models if m.objective == "electra"})
+    ax.set_xticks(ticks, [f"{t:.2g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("pretraining FLOPs")
+
+
+def plot_probe(models: Sequence[Model], tasks: Sequence[str], path: str) -> None:
+    """The linear probe's dev score against pretraining FLOPs, per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.6), squeeze=False)
+    baseline = next((m for m in models if m.step == 0 and m.probes), None)
+    for ax, task in zip(axes[0], tasks):
+        for objective, label, color in (("electra", "ELECTRA", "tab:blue"),
+                                        ("mlm", "BERT (MLM)", "tab:orange")):
+            points = [m for m in models if m.objective == objective and m.probes]
+            ax.plot([m.flops for m in points], [m.probes[task]["dev"] for m in points],
+                    marker="o", label=label, color=color)
+        if baseline is not None:
+            ax.axhline(baseline.probes[task]["dev"], color="gray", linestyle="--",
+                       label="no pretraining")
+        _flops_axis(ax, models)
+        ax.set_title(f"{task}: linear probe, dev")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("probe score")
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def probe_table(models: Sequence[Model], tasks: Sequence[str]) -> str:
+    lines = ["| model | pretraining FLOPs | " + " | ".join(tasks) + " |",
+             "|---|---|" + "---|" * len(tasks)]
+    for m in models:
+        if m.probes:
+            lines.append(f"| {m.name} | {m.flops:.3g} | " + " | ".join(
+                f"{m.probes[t]['dev']:.1f} ({m.probes[t]['train']:.1f})" for t in tasks) + " |")
+    return "\n".join(lines)
 
 
 def plot_table5(models: Sequence[Model], tasks: Sequence[str], path: str) -> None:
@@ -262,7 +318,8 @@ def costs_table(out: str) -> str:
 
 
 def write(out: str, report_dir: str, budget, runs, tasks: Sequence[str]) -> list[str]:
-    """efficiency_results.md, efficiency_curve.png and efficiency_table5.png into report_dir."""
+    """efficiency_results.md, efficiency_curve.png, efficiency_table5.png and (with probe
+    results) efficiency_probe.png into report_dir."""
     models = load(out, tasks)
     if not models:
         raise ValueError(f"no model has results on every task {list(tasks)} in {out}/results")
@@ -271,6 +328,11 @@ def write(out: str, report_dir: str, budget, runs, tasks: Sequence[str]) -> list
     table5 = os.path.join(report_dir, "efficiency_table5.png")
     plot_curve(models, tasks, curve)
     plot_table5(models, tasks, table5)
+    probe_plot = os.path.join(report_dir, "efficiency_probe.png")
+    written = [curve, table5]
+    if any(m.probes for m in models):
+        plot_probe(models, tasks, probe_plot)
+        written.append(probe_plot)
     finals = final_models(models)
     baseline = [m for m in models if m.step == 0]
     sections = [
@@ -289,13 +351,16 @@ def write(out: str, report_dir: str, budget, runs, tasks: Sequence[str]) -> list
         "## The objectives' last checkpoints (Table 5)\n\n" + models_table(finals, tasks)
         + "\n\n" + comparison_table([(a, b) for a in finals for b in finals + baseline
                                      if a is not b and a.objective == "electra"], tasks),
+        "## Linear probe of the frozen discriminator\n\nThe task's main metric on its dev "
+        "split (on its train split in parentheses), one logistic regression (Ridge for sts) per "
+        "model and task (`electra_tf.probe`).\n\n" + probe_table(models, tasks),
         "## Costs\n\n" + costs_table(out),
     ]
     tables = os.path.join(report_dir, "efficiency_results.md")
     with open(tables + ".tmp", "w") as f:
         f.write("\n\n".join(sections) + "\n")
     os.replace(tables + ".tmp", tables)
-    return [tables, curve, table5]
+    return [tables, *written]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

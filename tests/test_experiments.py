@@ -4,6 +4,7 @@ learning-rate selection, and the whole efficiency pipeline at its smoke budget."
 import filecmp
 import json
 import pathlib
+import re
 import shutil
 import sys
 
@@ -108,16 +109,18 @@ def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
     out, report_dir = tmp_path / "out", tmp_path / "report"
     command = ["experiments/efficiency.py", "--out", str(out), "--budget", "smoke",
                "--tasks", "sst", "--shared_data", str(shared_data),
-               "--report_dir", str(report_dir)]
+               "--report_dir", str(report_dir), "--workers", "2"]
     run_script(*command, timeout=1800)  # fails the test on a non-zero exit
     table = (report_dir / "efficiency_results.md").read_text()
     for row in ("| electra_4 |", "| electra_8 |", "| mlm_", "| no_pretraining |"):
         assert row in table
     assert (report_dir / "efficiency_curve.png").stat().st_size > 0
     assert (report_dir / "efficiency_table5.png").stat().st_size > 0
+    assert (report_dir / "efficiency_probe.png").stat().st_size > 0
+    assert "## Linear probe" in table and "| no_pretraining | 0 |" in table
     raw = json.loads((out / "results" / "finetune" / "electra_8__sst__lr0.001.json").read_text())
     assert len(raw["test"]) == len(raw["selection"]) == efficiency.BUDGETS["smoke"].trials
 
     second = run_script(*command, timeout=600)  # everything is done: nothing reruns
     assert "pretraining electra" not in second.stdout
-    assert "fine-tuning 1/" not in second.stdout
+    assert not re.search(r"fine-tuning \d+/", second.stdout) and "probed" not in second.stdout

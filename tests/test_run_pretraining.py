@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import electra_tf  # noqa: F401  (registers the Keras classes load_model needs)
-from conftest import TINY_MODEL, run_script, write_tfrecords
+from conftest import TINY_MODEL, run_script, write_sst_files, write_tfrecords
 
 SCALARS = {"loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy",
            "sampled_masked_lm_accuracy", "disc_accuracy", "disc_precision", "disc_recall",
@@ -38,12 +38,15 @@ def _check(result):
 
 def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     model_dir = data_dir / "models" / "tiny"
+    probe = {"probe_task": str(data_dir / "finetuning_data" / "sst"), "probe_steps": 2}
+    write_sst_files(data_dir / "finetuning_data" / "sst")
     out = _check(run_script("run_pretraining.py", "--data-dir", str(data_dir), "--model-name",
                             "tiny", "--hparams", _hparams(num_train_steps=4,
                                                           iterations_per_loop=2,
                                                           save_checkpoints_steps=2,
-                                                          text_summary_steps=2)))
+                                                          text_summary_steps=2, **probe)))
     assert "step 2/4" in out and "step 4/4" in out
+    assert "step 2 probe: probe_train_accuracy" in out and "step 4 probe:" in out
     assert "step 1/4: the first host call (tracing and compiling) took" in out
     assert "restored" not in out
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
@@ -52,6 +55,7 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     assert SCALARS <= set(tags), SCALARS - set(tags)
     assert tags["loss"] == [2, 4] and tags["example"] == [2, 4]  # at multiples of 2
     assert tags["skipped_steps"] == [2, 4] and "health/generator_too_strong" in tags
+    assert tags["probe_train_accuracy"] == tags["probe_dev_accuracy"] == [2, 4]
     saved = json.loads((model_dir / "pretrain_config.json").read_text())
     assert saved["num_train_steps"] == 4 and saved["model_hparam_overrides"]["hidden_size"] == 32
     disc = keras.saving.load_model(model_dir / "discriminator.keras")
@@ -69,7 +73,7 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
                             "tiny", "--hparams", _hparams(num_train_steps=6,
                                                           iterations_per_loop=2,
-                                                          save_checkpoints_steps=2)))
+                                                          save_checkpoints_steps=2, **probe)))
     assert f"restored step 4 from {model_dir / 'ckpt-4'}" in out
     assert "restored the input position" in out
     assert "step 2/6" not in out and "step 6/6" in out

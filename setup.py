@@ -11,6 +11,11 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11,<3.12",
+    # The packages sit in the repository's root; saying so makes `pip install -e .` put the
+    # root on sys.path instead of installing an import hook that Python consults last, after
+    # which any folder named electra_tf beside a user's script (a clone, say) would be imported
+    # as an empty namespace package in place of this one.
+    package_dir={"": "."},
     packages=["electra_tf", "electra_tf.finetuning", "pretrain_data"],
     package_data={"electra_tf": ["configs/*.json"]},
     py_modules=["run_pretraining", "run_finetuning", "convert_checkpoint"],

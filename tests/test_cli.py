@@ -1,5 +1,6 @@
 """Every command line: --help exits 0 and names its reference doc; a usage error is one line;
-no false CUDA error on a machine without an NVIDIA driver."""
+no false CUDA error on a machine without an NVIDIA driver. And the installed package is found
+even beside a folder with its name."""
 
 import os
 import subprocess
@@ -58,3 +59,16 @@ def test_a_missing_input_is_one_line_and_no_cuda_error(tmp_path):
     assert result.stderr == (f"error: vocab file {tmp_path}/vocab.txt not found: put the "
                              "vocabulary at DATA_DIR/vocab.txt or set the vocab_file hparam\n"
                              "(python run_pretraining.py --help for the flags)\n")
+
+
+def test_a_folder_named_like_the_package_beside_a_script_does_not_hide_it(tmp_path):
+    """A clone (or any folder) called electra_tf next to the user's script would be imported as
+    an empty namespace package if the installed package were found after it."""
+    (tmp_path / "electra_tf").mkdir()
+    script = tmp_path / "mine.py"
+    script.write_text("import electra_tf\nprint(electra_tf.__file__, electra_tf.ElectraDiscriminator)\n")
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, text=True,
+                            capture_output=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[0].endswith(os.path.join("electra_tf", "__init__.py"))

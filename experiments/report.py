@@ -258,6 +258,50 @@ def plot_probe(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
     plt.close(fig)
 
 
+PRETRAINING_PANELS = (("masked_lm_loss", "generator's (BERT's) masked-LM loss"),
+                      ("disc_auc", "discriminator AUC (replaced vs original)"),
+                      ("replaced_fraction", "masked tokens the sample replaced"))
+
+
+def pretraining_scalars(out: str, objective: str) -> dict[str, tuple[list[int], list[float]]]:
+    """tag -> (steps, values) from a pretraining run's TensorBoard events."""
+    import tensorflow as tf
+
+    series: dict[str, dict[int, float]] = {}
+    pattern = os.path.join(out, "data", "models", f"pretrain_{objective}", "events.out.*")
+    for path in sorted(glob.glob(pattern)):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag in dict(PRETRAINING_PANELS):
+                    series.setdefault(value.tag, {})[event.step] = float(
+                        tf.make_ndarray(value.tensor))
+    return {tag: (sorted(points), [points[k] for k in sorted(points)])
+            for tag, points in series.items()}
+
+
+def plot_pretraining(out: str, objectives: Sequence[str], path: str) -> None:
+    """Each objective's pretraining metrics against its steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PRETRAINING_PANELS), figsize=(13, 3.6))
+    for objective in objectives:
+        scalars = pretraining_scalars(out, objective)
+        for ax, (tag, _) in zip(axes, PRETRAINING_PANELS):
+            if tag in scalars:
+                ax.plot(*scalars[tag], label=objective)
+    for ax, (_, title) in zip(axes, PRETRAINING_PANELS):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("pretraining step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def probe_table(models: Sequence[Model], tasks: Sequence[str]) -> str:
     lines = ["| model | pretraining FLOPs | " + " | ".join(tasks) + " |",
              "|---|---|" + "---|" * len(tasks)]
@@ -318,8 +362,8 @@ def costs_table(out: str) -> str:
 
 
 def write(out: str, report_dir: str, budget, runs, tasks: Sequence[str]) -> list[str]:
-    """efficiency_results.md, efficiency_curve.png, efficiency_table5.png and (with probe
-    results) efficiency_probe.png into report_dir."""
+    """efficiency_results.md, efficiency_curve.png, efficiency_table5.png,
+    efficiency_pretraining.png and (with probe results) efficiency_probe.png into report_dir."""
     models = load(out, tasks)
     if not models:
         raise ValueError(f"no model has results on every task {list(tasks)} in {out}/results")
@@ -333,6 +377,9 @@ def write(out: str, report_dir: str, budget, runs, tasks: Sequence[str]) -> list
     if any(m.probes for m in models):
         plot_probe(models, tasks, probe_plot)
         written.append(probe_plot)
+    pretraining_plot = os.path.join(report_dir, "efficiency_pretraining.png")
+    plot_pretraining(out, [r.objective for r in runs], pretraining_plot)
+    written.append(pretraining_plot)
     finals = final_models(models)
     baseline = [m for m in models if m.step == 0]
     sections = [

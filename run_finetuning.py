@@ -199,8 +199,9 @@ def run(config, strategy=None) -> dict:
             trainer.train(config, model, tasks, train_data, strategy, model_dir, seed)
             if config.export_saved_model:
                 from electra_tf import checkpoints
-                saved = checkpoints.export_saved_model(model, os.path.join(model_dir,
-                                                                           "saved_model"))
+                saved = checkpoints.export_saved_model(
+                    model, os.path.join(model_dir, "saved_model"), config.vocab_file,
+                    config.do_lower_case)
                 print(f"exported the fine-tuned model to {saved}", flush=True)
         elif not any(task.trainable for task in tasks):
             source = trainer.initialise(config, model, tasks)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import TEST_DATA, TINY_FINETUNING, run_script
+from conftest import REPO, TEST_DATA, TINY_FINETUNING, run_script
 from electra_tf import optimization
 from electra_tf.config import ConfigError
 from electra_tf.finetuning import config as finetuning_config
@@ -399,3 +399,27 @@ def test_mrqa_fits_its_training_questions_and_evaluates_out_of_domain_sets(finet
                               "newsqa_predictions" / "newsqa_1" / "predictions.json").read_text())
     assert set(predictions) == {qa["id"] for p in sample["data"][0]["paragraphs"]
                                 for qa in p["qas"]}
+
+
+def test_the_documented_inference_example_classifies_sentences(finetuning_dir, capsys):
+    """docs/finetuning.md's "Classifying your own sentences" block, run as written on a
+    fine-tuned trial's SavedModel."""
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 1,
+               "num_trials": 1, "export_saved_model": True}
+    run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
+    saved = finetuning_dir / "models" / "tiny" / "finetuning_models" / "sst_model_1" / "saved_model"
+    assert (saved / "assets.extra" / "vocab.txt").exists()
+    doc = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
+    block = doc.split("## Classifying your own sentences")[1].split("```python\n")[1]
+    block = block.split("```")[0]
+    placeholder = "DATA_DIR/models/NAME/finetuning_models/sst_model_1/saved_model"
+    assert placeholder in block
+    capsys.readouterr()
+    exec(block.replace(placeholder, str(saved)), {})
+    printed = [line.split(" ", 1) for line in capsys.readouterr().out.splitlines()]
+    assert [text for _, text in printed] == ["a gorgeous, witty, seductive movie.",
+                                             "the plot is nothing but tired cliches."]
+    assert {label for label, _ in printed} <= {"0", "1"}

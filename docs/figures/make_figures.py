@@ -1,0 +1,148 @@
+"""The README's figures: ELECTRA's architecture, and a pretraining run's curves and replaced-token
+view read from its TensorBoard events.
+
+  python docs/figures/make_figures.py --model_dir demo_data/models/quickstart --out docs/figures
+
+writes architecture.png, and from the run quickstart_curves.png (its losses and the
+discriminator's AUC against the step) and replaced_tokens.png (the TensorBoard text sample of its
+last step: the tokens the generator replaced and the discriminator's verdict on every token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+
+CURVES = (("loss", "total loss (MLM + 50 x detection)"), ("masked_lm_loss", "generator: masked-LM loss"),
+          ("disc_loss", "discriminator: detection loss"), ("disc_auc", "discriminator: AUC"))
+
+
+def read_events(model_dir: str) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, str]]]:
+    """(scalars, texts): tag -> step -> value, from every events file of model_dir."""
+    import tensorflow as tf
+
+    scalars: dict[str, dict[int, float]] = {}
+    texts: dict[str, dict[int, str]] = {}
+    for path in sorted(glob.glob(os.path.join(model_dir, "events.out.tfevents*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                array = tf.make_ndarray(value.tensor)
+                if array.dtype.kind in "SO":
+                    texts.setdefault(value.tag, {})[event.step] = array.flat[0].decode()
+                else:
+                    scalars.setdefault(value.tag, {})[event.step] = float(array)
+    return scalars, texts
+
+
+def plot_curves(scalars: dict[str, dict[int, float]], path: str) -> None:
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(14, 3.2))
+    for ax, (tag, title) in zip(axes, CURVES):
+        steps = sorted(scalars.get(tag, {}))
+        ax.plot(steps, [scalars[tag][s] for s in steps], marker=".", color="tab:blue")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def parse_sample(markdown: str) -> list[dict[str, str | float | bool]]:
+    """The rows of run_pretraining.py's text sample (pos | original | masked input | generator
+    sample | replaced | p(replaced))."""
+    rows = []
+    for line in markdown.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 6:
+            raise ValueError(f"not a replaced-token sample row: {line!r}")
+        rows.append({"original": cells[1], "masked": cells[2] == "[MASK]", "sample": cells[3],
+                     "replaced": cells[4] == "yes", "p": float(cells[5].split()[0])})
+    return rows
+
+
+def plot_replaced_tokens(rows: list[dict], path: str, per_line: int = 14) -> None:
+    """Each token shaded by the discriminator's p(replaced); the generator's replacements in red
+    with the original below; [MASK]ed positions the generator filled correctly underlined."""
+    lines = [rows[i:i + per_line] for i in range(0, len(rows), per_line)]
+    fig, ax = plt.subplots(figsize=(14, 0.75 * len(lines) + 1.0))
+    cmap = plt.get_cmap("Reds")
+    for y, line in enumerate(lines):
+        for x, row in enumerate(line):
+            token = row["sample"]
+            color = "darkred" if row["replaced"] else "black"
+            ax.text(x, -y, token, ha="center", va="center", fontsize=9, color=color,
+                    fontweight="bold" if row["replaced"] else "normal",
+                    bbox={"boxstyle": "round,pad=0.25", "facecolor": cmap(0.8 * row["p"]),
+                          "edgecolor": "tab:blue" if row["masked"] else "none"})
+            if row["replaced"]:
+                ax.text(x, -y - 0.38, f"was: {row['original']}", ha="center", va="center",
+                        fontsize=7, color="gray")
+    ax.set_xlim(-0.7, per_line - 0.3)
+    ax.set_ylim(-len(lines) + 0.3, 0.8)
+    ax.axis("off")
+    ax.set_title("Discriminator input. Red text: replaced by the generator (original below); "
+                 "blue frame: a masked position; shading: the discriminator's p(replaced)",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_architecture(path: str) -> None:
+    fig, ax = plt.subplots(figsize=(12, 2.6))
+    boxes = {
+        "text": (0.0, "the chef\ncooked the meal", "input (WordPiece tokens)"),
+        "masked": (2.5, "[MASK] chef\n[MASK] the meal", "15% of positions masked"),
+        "generator": (5.0, "generator\n(small masked LM)", "samples a token at each mask"),
+        "corrupted": (7.5, "the chef\nate the meal", "corrupted input"),
+        "discriminator": (10.0, "discriminator\n(the encoder kept)",
+                          "original or replaced, at every token:\n"
+                          "orig. orig. REPLACED orig. orig."),
+    }
+    for x, label, caption in boxes.values():
+        ax.add_patch(FancyBboxPatch((x, 0.35), 2.0, 0.9, boxstyle="round,pad=0.05",
+                                    facecolor="#dbe9f6", edgecolor="tab:blue"))
+        ax.text(x + 1.0, 0.8, label, ha="center", va="center", fontsize=9)
+        ax.text(x + 1.0, 0.05, caption, ha="center", va="top", fontsize=8, color="dimgray")
+    for left in (0.0, 2.5, 5.0, 7.5):
+        ax.add_patch(FancyArrowPatch((left + 2.05, 0.8), (left + 2.45, 0.8),
+                                     arrowstyle="-|>", mutation_scale=12))
+    ax.text(6.0, 1.55, "loss = generator's MLM loss + 50 x discriminator's detection loss; "
+            "the two share the token embeddings; after pretraining only the discriminator "
+            "is fine-tuned", ha="center", fontsize=9)
+    ax.set_xlim(-0.2, 12.2)
+    ax.set_ylim(-0.5, 1.8)
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_dir", required=True, help="a pretraining run's model dir")
+    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    args = parser.parse_args()
+    scalars, texts = read_events(args.model_dir)
+    if "example" not in texts or "disc_auc" not in scalars:
+        raise SystemExit(f"{args.model_dir}: no ELECTRA text sample or discriminator metrics in "
+                         "its TensorBoard events (run with text_summary_steps > 0)")
+    os.makedirs(args.out, exist_ok=True)
+    plot_architecture(os.path.join(args.out, "architecture.png"))
+    plot_curves(scalars, os.path.join(args.out, "quickstart_curves.png"))
+    last = max(texts["example"])
+    plot_replaced_tokens(parse_sample(texts["example"][last]),
+                         os.path.join(args.out, "replaced_tokens.png"))
+    print(f"wrote architecture.png, quickstart_curves.png, replaced_tokens.png (step {last}) "
+          f"to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

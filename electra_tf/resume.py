@@ -137,13 +137,12 @@ class Checkpointer(tf.train.CheckpointManager):
         return sorted((p for p in prefixes if _step_of(p) >= 0), key=_step_of)
 
     def _listed(self) -> list[str]:
-        """The prefixes the `checkpoint` state file names."""
+        """The prefixes the `checkpoint` state file names (get_checkpoint_state has already put
+        the directory in front of the relative ones)."""
         state = tf.train.get_checkpoint_state(self._directory)
         if state is None:
             return []
-        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-        return [p if os.path.isabs(p) or "://" in p else os.path.join(self._directory, p)
-                for p in paths]
+        return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
 
     def check_space(self) -> None:
         """Fails naming model_dir when its disk cannot hold another checkpoint (local disks)."""

@@ -42,6 +42,18 @@ def test_restores_the_newest_and_writes_nothing_when_empty(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "run" / ".write_test")
 
 
+def test_a_relative_model_dir_restores_without_a_detour(tmp_path, capsys, monkeypatch):
+    """DATA_DIR given as a relative path (as the quickstart does): the state file's names are
+    found where they are, not reported gone."""
+    monkeypatch.chdir(tmp_path)
+    _save_steps("demo/models/run", [1, 2])
+    capsys.readouterr()
+    checkpointer, weights, _ = _checkpointer("demo/models/run")
+    assert checkpointer.restored == os.path.join("demo", "models", "run", "ckpt-2")
+    assert float(weights[0, 0]) == 2.0
+    assert "gone" not in capsys.readouterr().out
+
+
 def test_a_damaged_latest_falls_back_to_the_newest_readable(tmp_path, capsys):
     _save_steps(tmp_path, [1, 2, 3])
     data = tmp_path / "ckpt-3.data-00000-of-00001"

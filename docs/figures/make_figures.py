@@ -69,7 +69,7 @@ def parse_sample(markdown: str) -> list[dict[str, str | float | bool]]:
 
 def plot_replaced_tokens(rows: list[dict], path: str, per_line: int = 14) -> None:
     """Each token shaded by the discriminator's p(replaced); the generator's replacements in red
-    with the original below; [MASK]ed positions the generator filled correctly underlined."""
+    with the original below; the positions the generator saw as [MASK] framed."""
     lines = [rows[i:i + per_line] for i in range(0, len(rows), per_line)]
     fig, ax = plt.subplots(figsize=(14, 0.75 * len(lines) + 1.0))
     cmap = plt.get_cmap("Reds")
@@ -88,7 +88,7 @@ def plot_replaced_tokens(rows: list[dict], path: str, per_line: int = 14) -> Non
     ax.set_ylim(-len(lines) + 0.3, 0.8)
     ax.axis("off")
     ax.set_title("Discriminator input. Red text: replaced by the generator (original below); "
-                 "blue frame: a masked position; shading: the discriminator's p(replaced)",
+                 "blue frame: [MASK] in the generator's input; shading: the discriminator's p(replaced)",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

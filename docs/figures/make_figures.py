@@ -15,9 +15,11 @@ import glob
 import os
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
 CURVES = (("loss", "total loss (MLM + 50 x detection)"), ("masked_lm_loss", "generator: masked-LM loss"),
@@ -68,35 +70,44 @@ def parse_sample(markdown: str) -> list[dict[str, str | float | bool]]:
 
 
 def plot_replaced_tokens(rows: list[dict], path: str, per_line: int = 14) -> None:
-    """Each token shaded by the discriminator's p(replaced); the generator's replacements in red
-    with the original below; the positions the generator saw as [MASK] framed."""
+    """Each token shaded by the discriminator's p(replaced) (scale on the right); the generator's
+    replacements in red with the original below; the positions the generator saw as [MASK]
+    framed (the other chosen positions kept their token in the generator's input)."""
     lines = [rows[i:i + per_line] for i in range(0, len(rows), per_line)]
     fig, ax = plt.subplots(figsize=(14, 0.75 * len(lines) + 1.0))
-    cmap = plt.get_cmap("Reds")
+    # Greys up to 85%: the darkest shade still shows the token's frame.
+    cmap = ListedColormap(plt.get_cmap("Greys")(np.linspace(0.0, 0.85, 256)))
     for y, line in enumerate(lines):
         for x, row in enumerate(line):
-            token = row["sample"]
-            color = "darkred" if row["replaced"] else "black"
-            ax.text(x, -y, token, ha="center", va="center", fontsize=9, color=color,
+            dark = row["p"] > 0.5  # the shading is darker than the text: write it in white
+            if row["replaced"]:
+                color = "#ff9a9a" if dark else "red"
+            else:
+                color = "white" if dark else "black"
+            ax.text(x, -y, row["sample"], ha="center", va="center", fontsize=9, color=color,
                     fontweight="bold" if row["replaced"] else "normal",
-                    bbox={"boxstyle": "round,pad=0.25", "facecolor": cmap(0.8 * row["p"]),
-                          "edgecolor": "tab:blue" if row["masked"] else "none"})
+                    bbox={"boxstyle": "round,pad=0.25", "facecolor": cmap(row["p"]),
+                          "edgecolor": "tab:blue" if row["masked"] else "none", "linewidth": 1.5})
             if row["replaced"]:
                 ax.text(x, -y - 0.38, f"was: {row['original']}", ha="center", va="center",
                         fontsize=7, color="gray")
     ax.set_xlim(-0.7, per_line - 0.3)
     ax.set_ylim(-len(lines) + 0.3, 0.8)
     ax.axis("off")
-    ax.set_title("Discriminator input. Red text: replaced by the generator (original below); "
-                 "blue frame: [MASK] in the generator's input; shading: the discriminator's p(replaced)",
-                 fontsize=9)
+    ax.set_title("Discriminator input. Red: replaced by the generator (the original below); "
+                 "blue frame: [MASK] in the generator's input; shading: the discriminator's "
+                 "p(replaced)", fontsize=9)
+    colorbar = fig.colorbar(plt.cm.ScalarMappable(plt.Normalize(0, 1), cmap), ax=ax,
+                            fraction=0.015, pad=0.01, ticks=[0, 0.5, 1])
+    colorbar.set_label("p(replaced)", fontsize=8)
+    colorbar.ax.tick_params(labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 def plot_architecture(path: str) -> None:
-    fig, ax = plt.subplots(figsize=(12, 2.6))
+    fig, ax = plt.subplots(figsize=(12, 3.0))
     boxes = {
         "text": (0.0, "the chef\ncooked the meal", "input (WordPiece tokens)"),
         "masked": (2.5, "[MASK] chef\n[MASK] the meal", "15% of positions masked"),
@@ -114,11 +125,16 @@ def plot_architecture(path: str) -> None:
     for left in (0.0, 2.5, 5.0, 7.5):
         ax.add_patch(FancyArrowPatch((left + 2.05, 0.8), (left + 2.45, 0.8),
                                      arrowstyle="-|>", mutation_scale=12))
-    ax.text(6.0, 1.55, "loss = generator's MLM loss + 50 x discriminator's detection loss; "
-            "the two share the token embeddings; after pretraining only the discriminator "
-            "is fine-tuned", ha="center", fontsize=9)
+    # The generator and discriminator read their tokens through one embedding matrix.
+    ax.add_patch(FancyArrowPatch((6.0, 1.3), (11.0, 1.3), connectionstyle="arc3,rad=-0.25",
+                                 arrowstyle="<|-|>", mutation_scale=10, linestyle="--",
+                                 color="tab:green"))
+    ax.text(8.5, 1.95, "shared token embeddings", ha="center", fontsize=8, color="tab:green")
+    ax.text(6.0, -0.75, "trained together: loss = generator's MLM loss + 50 x discriminator's "
+            "detection loss.  After pretraining the generator is dropped and the discriminator "
+            "is fine-tuned.", ha="center", fontsize=9)
     ax.set_xlim(-0.2, 12.2)
-    ax.set_ylim(-0.5, 1.8)
+    ax.set_ylim(-0.95, 2.15)
     ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

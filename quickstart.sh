@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pretrains a small ELECTRA end to end on the corpus shipped in pretrain_data/sample/:
 # text -> TFRecords -> pretraining (checkpoints, TensorBoard, exported models) -> evaluation.
-# DATA_DIR (default ./demo_data) takes the original's layout; rerunning resumes.
+# DATA_DIR (default ./demo_data) is laid out as google-research/electra's; rerunning resumes.
 set -euo pipefail
 cd "$(dirname "$0")"
 DATA_DIR=${DATA_DIR:-demo_data}

@@ -31,7 +31,9 @@ CONSOLE_KEYS = ("loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy", "di
 
 
 def _example_markdown(inv_vocab, out: dict, index: int) -> str:
-    """One example as a Markdown table: token, masked input, generator sample, verdict."""
+    """One example as a Markdown table: token, masked input, generator sample, verdict. A "|"
+    token (BERT's vocabulary has one) is escaped so that it stays inside its cell."""
+    inv_vocab = {i: token.replace("|", "\\|") for i, token in inv_vocab.items()}
     length = int(sum(out["input_mask"][index]))
     has_disc = "disc_probs" in out
     rows = ["| pos | original | masked input | " +

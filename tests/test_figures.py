@@ -17,12 +17,12 @@ def _make_figures():
     return module
 
 
-def _sample_markdown() -> str:
+def _sample_markdown(chef: str = "chef") -> str:
     """run_pretraining.py's table for "[CLS] the chef cooked [SEP]" with "cooked" masked and
     sampled as "ate", which the discriminator flags."""
     import run_pretraining
 
-    vocab = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "the", "chef", "cooked", "ate"]
+    vocab = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "the", chef, "cooked", "ate"]
     out = {"input_mask": np.array([[1, 1, 1, 1, 1, 0]]),
            "input_ids": np.array([[1, 4, 5, 6, 2, 0]]),
            "masked_input_ids": np.array([[1, 4, 5, 3, 2, 0]]),
@@ -31,6 +31,13 @@ def _sample_markdown() -> str:
            "disc_probs": np.array([[0.0, 0.1, 0.2, 0.9, 0.0, 0.0]]),
            "masked_lm_positions": np.array([[3]]), "masked_lm_preds": np.array([[7]])}
     return run_pretraining._example_markdown(dict(enumerate(vocab)), out, 0)
+
+
+def test_a_pipe_token_stays_in_its_cell():
+    markdown = _sample_markdown(chef="|")
+    assert "| 2 | \\| | \\| |" in markdown  # escaped in the Markdown table
+    rows = _make_figures().parse_sample(markdown)
+    assert [row["sample"] for row in rows] == ["[CLS]", "the", "|", "ate", "[SEP]"]
 
 
 def test_the_replaced_token_sample_is_parsed_as_run_pretraining_writes_it():

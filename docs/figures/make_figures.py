@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import re
 
 import matplotlib
 import numpy as np
@@ -61,7 +62,8 @@ def parse_sample(markdown: str) -> list[dict[str, str | float | bool]]:
     sample | replaced | p(replaced))."""
     rows = []
     for line in markdown.splitlines()[2:]:
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = [c.strip().replace("\\|", "|")
+                 for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
         if len(cells) < 6:
             raise ValueError(f"not a replaced-token sample row: {line!r}")
         rows.append({"original": cells[1], "masked": cells[2] == "[MASK]", "sample": cells[3],

@@ -214,6 +214,12 @@ def plot_curve(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test score")
     axes[0][-1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def _save(fig, path: str) -> None:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -253,9 +259,7 @@ def plot_probe(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("probe score")
     axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 PRETRAINING_PANELS = (("masked_lm_loss", "generator's (BERT's) masked-LM loss"),
@@ -297,9 +301,7 @@ def plot_pretraining(out: str, objectives: Sequence[str], path: str) -> None:
         ax.set_xlabel("pretraining step")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def probe_table(models: Sequence[Model], tasks: Sequence[str]) -> str:
@@ -342,9 +344,7 @@ def plot_table5(models: Sequence[Model], tasks: Sequence[str], path: str) -> Non
         ax.set_ylim(min(values) - 3, max(values) + 2)
         ax.tick_params(axis="x", rotation=20)
         ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def costs_table(out: str) -> str:

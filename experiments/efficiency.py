@@ -442,9 +442,14 @@ def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[st
     tokenizer = tokenization.WordPieceTokenizer(os.path.join(data_dir, "vocab.txt"))
     record: dict[str, Any] = {"model": name}
     for task in tasks:
-        linear = probe_lib.LinearProbe.from_directory(
-            os.path.join(data_dir, "finetuning_data", task), tokenizer,
-            budget.finetune_seq_length, max(budget.task_sizes.values()))
+        try:
+            linear = probe_lib.LinearProbe.from_directory(
+                os.path.join(data_dir, "finetuning_data", task), tokenizer,
+                budget.finetune_seq_length, max(budget.task_sizes.values()))
+        except ValueError as e:  # e.g. a tiny task whose train split has one label
+            log(f"no probe of {name} on {task}: {e}")
+            record[task] = None
+            continue
         record[task] = linear(encoder)
     write_json(done, record)
     log(f"probed {name}: " + ", ".join(f"{t} {record[t]}" for t in tasks))

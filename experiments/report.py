@@ -100,7 +100,7 @@ def _probes(out: str, name: str, tasks: Sequence[str]) -> dict[str, dict[str, fl
     record = _read(path)
     return {task: {split: next(v for k, v in record[task].items()
                                if k.startswith(f"probe_{split}_"))
-                   for split in ("train", "dev")} for task in tasks}
+                   for split in ("train", "dev")} for task in tasks if record.get(task)}
 
 
 def _median_metric(task: str, trials: Sequence[dict[str, float]]) -> float:
@@ -248,10 +248,10 @@ def plot_probe(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
     for ax, task in zip(axes[0], tasks):
         for objective, label, color in (("electra", "ELECTRA", "tab:blue"),
                                         ("mlm", "BERT (MLM)", "tab:orange")):
-            points = [m for m in models if m.objective == objective and m.probes]
+            points = [m for m in models if m.objective == objective and task in m.probes]
             ax.plot([m.flops for m in points], [m.probes[task]["dev"] for m in points],
                     marker="o", label=label, color=color)
-        if baseline is not None:
+        if baseline is not None and task in baseline.probes:
             ax.axhline(baseline.probes[task]["dev"], color="gray", linestyle="--",
                        label="no pretraining")
         _flops_axis(ax, models)
@@ -308,9 +308,9 @@ def probe_table(models: Sequence[Model], tasks: Sequence[str]) -> str:
     lines = ["| model | pretraining FLOPs | " + " | ".join(tasks) + " |",
              "|---|---|" + "---|" * len(tasks)]
     for m in models:
-        if m.probes:
-            lines.append(f"| {m.name} | {m.flops:.3g} | " + " | ".join(
-                f"{m.probes[t]['dev']:.1f} ({m.probes[t]['train']:.1f})" for t in tasks) + " |")
+        lines.append(f"| {m.name} | {m.flops:.3g} | " + " | ".join(
+            f"{m.probes[t]['dev']:.1f} ({m.probes[t]['train']:.1f})" if t in m.probes
+            else "n/a" for t in tasks) + " |")
     return "\n".join(lines)
 
 

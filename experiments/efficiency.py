@@ -419,7 +419,8 @@ def finetune(model: str, task: str, learning_rate: float, budget: Budget, data_d
 def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[str]) -> dict:
     """The linear probe of one model's frozen discriminator on every task (electra_tf.probe,
     what run_pretraining.py's `probe_task` runs): a kept checkpoint's exported discriminator,
-    or for NO_PRETRAINING the randomly initialised one fine-tuning starts from."""
+    or for NO_PRETRAINING a randomly initialised encoder of the same shape (seed
+    FINETUNE_SEED)."""
     done = os.path.join(out, "results", "probe", f"{name}.json")
     if os.path.exists(done):
         return read_json(done)
@@ -547,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{total} fine-tuning runs of {budget.trials} seeds, {args.workers} at a time")
     finished = os.path.join(args.out, "results", "finetune")
     progress = Progress(total, len(os.listdir(finished)) if os.path.isdir(finished) else 0)
-    # Longest first, so that the workers finish together.
+    # One pipeline per objective, in plan order (ELECTRA's and BERT's, with their curves, first).
     with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
         futures = [pool.submit(objective_runs, run, budget, args.tasks, data_dir, args.out,
                                progress) for run in [*runs, None]]

@@ -267,20 +267,25 @@ PRETRAINING_PANELS = (("masked_lm_loss", "generator's (BERT's) masked-LM loss"),
                       ("replaced_fraction", "masked tokens the sample replaced"))
 
 
-def pretraining_scalars(out: str, objective: str) -> dict[str, tuple[list[int], list[float]]]:
-    """tag -> (steps, values) from a pretraining run's TensorBoard events."""
+def event_scalars(model_dir: str, tags: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
+    """tag -> (steps, values) from a run's TensorBoard events (the last value at each step)."""
     import tensorflow as tf
 
     series: dict[str, dict[int, float]] = {}
-    pattern = os.path.join(out, "data", "models", f"pretrain_{objective}", "events.out.*")
-    for path in sorted(glob.glob(pattern)):
+    for path in sorted(glob.glob(os.path.join(model_dir, "events.out.*"))):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
-                if value.tag in dict(PRETRAINING_PANELS):
+                if value.tag in tags:
                     series.setdefault(value.tag, {})[event.step] = float(
                         tf.make_ndarray(value.tensor))
     return {tag: (sorted(points), [points[k] for k in sorted(points)])
             for tag, points in series.items()}
+
+
+def pretraining_scalars(out: str, objective: str) -> dict[str, tuple[list[int], list[float]]]:
+    """The PRETRAINING_PANELS curves of an objective's pretraining run."""
+    return event_scalars(os.path.join(out, "data", "models", f"pretrain_{objective}"),
+                         [tag for tag, _ in PRETRAINING_PANELS])
 
 
 def plot_pretraining(out: str, objectives: Sequence[str], path: str) -> None:

@@ -416,12 +416,13 @@ def finetune(model: str, task: str, learning_rate: float, budget: Budget, data_d
     return record
 
 
-def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[str]) -> dict:
+def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[str],
+          results: str = "probe") -> dict:
     """The linear probe of one model's frozen discriminator on every task (electra_tf.probe,
     what run_pretraining.py's `probe_task` runs): a kept checkpoint's exported discriminator,
     or for NO_PRETRAINING a randomly initialised encoder of the same shape (seed
-    FINETUNE_SEED)."""
-    done = os.path.join(out, "results", "probe", f"{name}.json")
+    FINETUNE_SEED). Recorded in OUT/results/<results>/<name>.json."""
+    done = os.path.join(out, "results", results, f"{name}.json")
     if os.path.exists(done):
         return read_json(done)
     import keras
@@ -470,7 +471,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "test.tsv, test_labels.tsv) instead of the built ones")
     parser.add_argument("--objectives", default=None,
                         help="comma-separated; default: electra, mlm and the Table 5 "
-                             "objectives this electra_tf has")
+                             "objectives this electra_tf has (each is sized from ELECTRA's "
+                             "FLOPs or steps, which need no ELECTRA run)")
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--workers", type=int, default=1,
                         help="runs side by side, each on cpu_count / workers threads (small "
@@ -483,8 +485,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.tasks = [t for t in args.tasks.split(",") if t]
     args.objectives = (args.objectives.split(",") if args.objectives
                        else available_objectives())
-    if "electra" not in args.objectives:
-        parser.error("--objectives must include electra (the others are sized from it)")
+    unknown = sorted(set(args.objectives) - {"electra", "mlm", *TABLE5_OBJECTIVES})
+    if unknown:
+        parser.error(f"--objectives: unknown {unknown}; choose from electra, mlm, "
+                     f"{', '.join(TABLE5_OBJECTIVES)}")
     if args.report_dir is None:
         args.report_dir = (os.path.join(REPO, "docs") if args.budget == "full"
                            else os.path.join(args.out, "report"))

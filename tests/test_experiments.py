@@ -1,5 +1,5 @@
 """experiments/: the downstream tasks built from real text, the equal-FLOPs plan, the report's
-learning-rate selection, and the whole efficiency pipeline at its smoke budget."""
+learning-rate selection, and the efficiency and probe-curve pipelines at their smoke budget."""
 
 import filecmp
 import json
@@ -16,6 +16,7 @@ from electra_tf.finetuning import glue
 sys.path.insert(0, str(REPO / "experiments"))
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
+import probe_curves  # noqa: E402
 import report  # noqa: E402
 
 FIXTURE = pathlib.Path(__file__).parent / "experiments_fixture"
@@ -103,13 +104,26 @@ def test_report_selects_the_learning_rate_on_the_selection_split(tmp_path):
     assert not report.exceeds_noise([60, 61, 62], [50, 51, 52])[1]  # 3 seeds never can
 
 
-@pytest.mark.slow
+def test_objectives_are_sized_without_running_electra(capsys):
+    args = efficiency.parse_args(["--out", "x", "--objectives", "electra_15,replace_mlm"])
+    assert args.objectives == ["electra_15", "replace_mlm"]
+    runs = efficiency.plan_pretraining(efficiency.BUDGETS["pilot"], "/nonexistent",
+                                       args.objectives)
+    assert [r.steps for r in runs] == [400, 400]  # ELECTRA's steps, as the paper's Table 5
+    with pytest.raises(SystemExit):
+        efficiency.parse_args(["--out", "x", "--objectives", "electra,bert"])
+    assert "unknown ['bert']" in capsys.readouterr().err
+
+
 def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
+    """CI's run of the whole pipeline: ELECTRA and BERT (the Table 5 objectives' steps are
+    the same code path, and each is tested in test_objectives.py)."""
     pytest.importorskip("matplotlib")  # the plots' extra
     out, report_dir = tmp_path / "out", tmp_path / "report"
     command = ["experiments/efficiency.py", "--out", str(out), "--budget", "smoke",
-               "--tasks", "sst", "--shared_data", str(shared_data),
-               "--report_dir", str(report_dir), "--workers", "2"]
+               "--tasks", "sst", "--objectives", "electra,mlm",
+               "--shared_data", str(shared_data), "--report_dir", str(report_dir),
+               "--workers", "2"]
     run_script(*command, timeout=1800)  # fails the test on a non-zero exit
     table = (report_dir / "efficiency_results.md").read_text()
     for row in ("| electra_4 |", "| electra_8 |", "| mlm_", "| no_pretraining |"):
@@ -127,3 +141,50 @@ def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
     second = run_script(*command, timeout=600)  # everything is done: nothing reruns
     assert "pretraining electra" not in second.stdout
     assert not re.search(r"fine-tuning \d+/", second.stdout) and "probed" not in second.stdout
+
+
+def test_probe_curves_pair_each_electra_run_with_bert_at_its_flops():
+    budget = efficiency.BUDGETS["pilot"]
+    runs = probe_curves.plan(budget, "/nonexistent", [(1e-3, 400), (3e-3, 100)], 100)
+    assert [(r.objective, r.learning_rate) for r in runs] == [
+        ("electra", 1e-3), ("mlm", 1e-3), ("electra", 3e-3), ("mlm", 3e-3)]
+    assert runs[0].name == "electra_lr0.001_400" and runs[2].name == "electra_lr0.003_100"
+    for electra, bert in zip(runs[::2], runs[1::2]):
+        assert bert.steps > electra.steps and bert.probe_steps > electra.probe_steps
+        for attribute in ("steps", "probe_steps"):  # equal FLOPs to within 1%
+            assert getattr(bert, attribute) * bert.step_flops == pytest.approx(
+                getattr(electra, attribute) * electra.step_flops, rel=0.01)
+
+
+@pytest.mark.parametrize("bad", ["1e-3", "fast:100", "1e-3:0", "-1:100"])
+def test_probe_curves_refuse_a_malformed_run(bad, capsys):
+    with pytest.raises(SystemExit):
+        probe_curves.parse_args(["--out", "x", "--run", bad])
+    assert "--run" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_probe_curves_smoke_budget_probes_while_pretraining_and_resumes(shared_data, tmp_path):
+    pytest.importorskip("matplotlib")
+    out, report_dir = tmp_path / "out", tmp_path / "report"
+    # qnli: the fixture's sst training sentences carry a single label, which no probe can fit.
+    command = ["experiments/probe_curves.py", "--out", str(out), "--budget", "smoke",
+               "--run", "1e-3:8", "--probe_steps", "4", "--probe_task", "qnli",
+               "--shared_data", str(shared_data), "--report_dir", str(report_dir),
+               "--workers", "2"]
+    run_script(*command, timeout=1200)
+    results = out / "results" / "probe_curves"
+    electra = json.loads((results / "electra_lr0.001_8.json").read_text())
+    steps, values = electra["scalars"]["probe_dev_accuracy"]
+    assert steps == [4, 8] and all(0 <= v <= 1 for v in values)
+    assert electra["scalars"]["disc_auc"][0]  # the pretraining curves came along
+    bert = json.loads(next(results.glob("mlm_lr0.001_*.json")).read_text())
+    assert bert["steps"] * bert["step_flops"] == pytest.approx(8 * electra["step_flops"],
+                                                               rel=0.15)
+    table = (report_dir / "probe_curves_results.md").read_text()
+    assert "| electra | 0.001 | 8 |" in table and "| mlm | 0.001 |" in table
+    assert "| no pretraining (random weights) |" in table
+    assert (report_dir / "probe_curves.png").stat().st_size > 0
+
+    second = run_script(*command, timeout=600)  # everything is done: nothing reruns
+    assert "pretraining electra" not in second.stdout

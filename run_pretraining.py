@@ -203,8 +203,15 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         hooks.append(training.Hook("probe", config.probe_steps, _probe(config), at_end=True))
     log_steps = config.log_steps or config.iterations_per_loop
     # After the warmup and five logging intervals: a run's first noisy intervals never warn.
-    monitor = health.pretraining_monitor(config.mask_prob, config.vocab_size,
-                                         max(config.num_warmup_steps, 5 * log_steps),
+    health_start = max(config.num_warmup_steps, 5 * log_steps)
+    if health_start >= config.num_train_steps:
+        print(f"warning: the health monitor's model checks start at step {health_start}, after "
+              f"the warmup (num_warmup_steps {config.num_warmup_steps}) and five logging "
+              f"intervals, and this run ends at step {config.num_train_steps}: they never run"
+              + (", and the learning rate never reaches learning_rate; set num_warmup_steps "
+                 "to about 10% of num_train_steps"
+                 if config.num_warmup_steps >= config.num_train_steps else ""), flush=True)
+    monitor = health.pretraining_monitor(config.mask_prob, config.vocab_size, health_start,
                                          config.objective)
     loop = training.LoopConfig(
         model_dir=config.model_dir, num_steps=config.num_train_steps,

@@ -48,6 +48,8 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     assert "step 2/4" in out and "step 4/4" in out
     assert "step 2 probe: probe_train_accuracy" in out and "step 4 probe:" in out
     assert "step 1/4: the first host call (tracing and compiling) took" in out
+    assert "model checks start at step 10, after the warmup (num_warmup_steps 2) and five " \
+        "logging intervals, and this run ends at step 4: they never run\n" in out
     assert "restored" not in out
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
     assert os.path.exists(model_dir / "ckpt-2.index")

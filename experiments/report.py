@@ -367,19 +367,24 @@ def costs_table(out: str) -> str:
 
 
 def write(out: str, report_dir: str, budget, runs, tasks: Sequence[str]) -> list[str]:
-    """efficiency_results.md, efficiency_curve.png, efficiency_table5.png,
-    efficiency_pretraining.png and (with probe results) efficiency_probe.png into report_dir."""
+    """efficiency_results.md, efficiency_table5.png, efficiency_pretraining.png and, where
+    ELECTRA or BERT ran, efficiency_curve.png and (with probe results) efficiency_probe.png
+    into report_dir."""
     models = load(out, tasks)
     if not models:
         raise ValueError(f"no model has results on every task {list(tasks)} in {out}/results")
     os.makedirs(report_dir, exist_ok=True)
-    curve = os.path.join(report_dir, "efficiency_curve.png")
     table5 = os.path.join(report_dir, "efficiency_table5.png")
-    plot_curve(models, tasks, curve)
     plot_table5(models, tasks, table5)
-    probe_plot = os.path.join(report_dir, "efficiency_probe.png")
-    written = [curve, table5]
-    if any(m.probes for m in models):
+    written = [table5]
+    # The curves against FLOPs are ELECTRA's and BERT's (a run of other objectives has none).
+    on_curve = [m for m in models if m.objective in ("electra", "mlm")]
+    if on_curve:
+        curve = os.path.join(report_dir, "efficiency_curve.png")
+        plot_curve(models, tasks, curve)
+        written.append(curve)
+    if any(m.probes for m in on_curve):
+        probe_plot = os.path.join(report_dir, "efficiency_probe.png")
         plot_probe(models, tasks, probe_plot)
         written.append(probe_plot)
     pretraining_plot = os.path.join(report_dir, "efficiency_pretraining.png")

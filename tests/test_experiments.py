@@ -3,6 +3,7 @@ learning-rate selection, and the efficiency and probe-curve pipelines at their s
 
 import filecmp
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -102,6 +103,24 @@ def test_report_selects_the_learning_rate_on_the_selection_split(tmp_path):
     assert report.exceeds_noise([60, 61, 62, 63, 64], [50, 51, 52, 53, 54]) == \
         (pytest.approx(0.0079, abs=1e-4), True)
     assert not report.exceeds_noise([60, 61, 62], [50, 51, 52])[1]  # 3 seeds never can
+
+
+def test_a_report_of_table5_objectives_alone_has_no_flops_curves(tmp_path):
+    pytest.importorskip("matplotlib")
+    budget = efficiency.BUDGETS["smoke"]
+    efficiency.write_json(str(tmp_path / "results" / "pretrain" / "electra_15.json"),
+                          {"objective": "electra_15", "steps": 8, "step_flops": 10.0,
+                           "wall_seconds": 1, "cpu_seconds": 1, "load_average": 0})
+    _finetune_record(tmp_path, "electra_15_8", 1e-3, [60, 61, 62], [60, 61, 62])
+    _finetune_record(tmp_path, "no_pretraining", 1e-3, [50, 50, 50], [50, 51, 52])
+    efficiency.write_json(str(tmp_path / "results" / "probe" / "no_pretraining.json"),
+                          {"model": "no_pretraining",
+                           "sst": {"probe_train_accuracy": 60, "probe_dev_accuracy": 55}})
+    runs = efficiency.plan_pretraining(budget, "/nonexistent", ["electra_15"])
+    written = report.write(str(tmp_path), str(tmp_path / "report"), budget, runs, ["sst"])
+    assert sorted(map(os.path.basename, written)) == [
+        "efficiency_pretraining.png", "efficiency_results.md", "efficiency_table5.png"]
+    assert "| electra_15_8 | 8 |" in (tmp_path / "report" / "efficiency_results.md").read_text()
 
 
 def test_objectives_are_sized_without_running_electra(capsys):

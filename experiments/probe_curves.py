@@ -147,7 +147,7 @@ def write_report(records: Sequence[dict], random: dict, task: str, report_dir: s
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     panels = ((dev_tag, f"linear probe, {task} dev"), ("masked_lm_loss",
               "masked-LM loss (ELECTRA: the generator's)"), ("disc_auc", "discriminator AUC"))
-    for r in records:
+    for color, r in enumerate(records):  # a run keeps its colour in every panel
         style = "-" if r["objective"] == "electra" else "--"
         label = (f"{'ELECTRA' if r['objective'] == 'electra' else 'BERT'}, lr "
                  f"{r['learning_rate']:g}, {r['steps']} steps")
@@ -155,7 +155,8 @@ def write_report(records: Sequence[dict], random: dict, task: str, report_dir: s
             if tag in r["scalars"]:
                 steps, values = r["scalars"][tag]
                 ax.plot([step * r["step_flops"] for step in steps], values, style, label=label,
-                        marker="o" if tag == dev_tag else None, markersize=3)
+                        color=f"C{color}", marker="o" if tag == dev_tag else None,
+                        markersize=3)
     axes[0].axhline(floor, color="grey", linestyle=":", label="no pretraining")
     for ax, (_, title) in zip(axes, panels):
         ax.set_title(title, fontsize=10)

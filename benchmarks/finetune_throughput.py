@@ -4,6 +4,7 @@ Run from the repository root:
 
   python benchmarks/finetune_throughput.py            # SST-2 shape (128) and SQuAD shape (512)
   python benchmarks/finetune_throughput.py --quick    # smoke run: batch 4, 1 timed step
+  python benchmarks/finetune_throughput.py --tasks sst   # one shape only
 
 In one process on this machine, training examples/s (batch 32, the original's
 train_batch_size; float32; random weights, nothing is downloaded) of:
@@ -40,6 +41,9 @@ from pretrain_throughput import (SEED, import_torch, machine_report, progress,  
 from electra_tf import training  # noqa: E402
 from electra_tf.finetuning import config as finetuning_config  # noqa: E402
 from electra_tf.finetuning import trainer  # noqa: E402
+
+
+SEQ_LENGTHS = {"sst": 128, "squad": 512}
 
 
 def task_batch(task: str, batch_size: int, seq_length: int) -> dict[str, np.ndarray]:
@@ -115,10 +119,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--tasks", default="sst,squad", help="comma-separated: sst, squad")
     args = parser.parse_args()
+    tasks = [t for t in args.tasks.split(",") if t]
+    if not tasks or set(tasks) - set(SEQ_LENGTHS):
+        parser.error(f"--tasks {args.tasks!r}: choose from {', '.join(SEQ_LENGTHS)}")
     batch_size, steps = (4, 1) if args.quick else (32, args.steps)
     rows = []
-    for task, seq_length in (("sst", 128), ("squad", 512)):
+    for task in tasks:
+        seq_length = SEQ_LENGTHS[task]
         batch = task_batch(task, batch_size, seq_length)
         progress(f"{task}: electra_tf")
         ours = batch_size / statistics.median(bench_ours(task, batch, steps))

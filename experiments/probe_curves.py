@@ -127,6 +127,8 @@ def write_report(records: Sequence[dict], random: dict, task: str, report_dir: s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from electra_tf import files
+
     train_tag, dev_tag = probe_tags(task)
     floor = random[task][dev_tag]
     lines = [f"| run | peak lr | steps | pretraining FLOPs | probe dev, every probe point "
@@ -174,9 +176,7 @@ def write_report(records: Sequence[dict], random: dict, task: str, report_dir: s
             f"{random[task][train_tag]:.1f}. Wall and CPU seconds are the last process's (a "
             f"resumed run's earlier part is not in them)."
             "\n\n" + "\n".join(lines) + "\n")
-    with open(table + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(table + ".tmp", table)
+    files.write_atomically(table, text)
     return [table, plot]
 
 

@@ -4,7 +4,7 @@ they ran on; the memory benchmark measures."""
 
 import sys
 
-from conftest import REPO
+from conftest import REPO, run_script
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import pretrain_throughput  # noqa: E402
@@ -46,3 +46,9 @@ def test_memory_of_a_training_step_is_measured():
     assert len(result["step_peaks_mb"]) == memory.MEASURED_STEPS
     assert result["resting_mb"] > result["built_mb"] > 0  # the first call's graph stays
     assert result["objective"] == "bert_mlm" and "loss" in result["loss"]
+
+
+def test_finetune_benchmark_refuses_an_unknown_task():
+    result = run_script("benchmarks/finetune_throughput.py", "--tasks", "sst,cola",
+                        expect_failure=True)
+    assert "--tasks 'sst,cola': choose from sst, squad" in result.stderr

@@ -77,7 +77,7 @@ class LayerNorm(layers.LayerNormalization):
 
 @register
 class Dense(layers.Dense):
-    """keras.layers.Dense whose kernel gradient takes fused.matmul's faster orientation, and
+    """keras.layers.Dense whose kernel gradient takes fused.matmul's faster layout, and
     whose bias and exact GELU are one kernel (fused.bias_gelu).
 
     >>> dense = Dense(4, activation="relu")

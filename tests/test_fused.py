@@ -177,6 +177,22 @@ def test_matmul_gives_autodiffs_values_and_gradients_in_either_orientation(depth
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("pad_wide_rows", [False, True])
+@pytest.mark.parametrize("depth,units", [(1024, 256), (256, 1024), (768, 256), (24, 8)])
+def test_weight_gradient_is_x_transpose_dy_in_every_layout(depth, units, pad_wide_rows):
+    rng = np.random.default_rng(5)
+    rows = tf.constant(rng.normal(size=(6, depth)), tf.float32)
+    dy_rows = tf.constant(rng.normal(size=(6, units)), tf.float32)
+    ours = fused.weight_gradient(rows, dy_rows, pad_wide_rows)
+    assert ours.shape == (depth, units)
+    np.testing.assert_allclose(ours.numpy(), rows.numpy().T @ dy_rows.numpy(), atol=1e-4)
+
+
+def test_only_rows_of_many_kilobytes_are_padded():
+    assert [fused._padded_width(w) for w in (64, 256, 500, 512, 768, 1024, 1000)] == [
+        64, 256, 500, 528, 784, 1040, 1000]
+
+
 @pytest.mark.parametrize("activation", ["gelu", fused.gelu])  # fused.gelu: bias_gelu's path
 def test_dense_layer_is_keras_dense(activation):
     x = tf.constant(np.random.default_rng(4).normal(size=(3, 5, 16)), tf.float32)

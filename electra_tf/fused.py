@@ -30,7 +30,8 @@ from electra_tf import hardware
 _SQRT_2 = 1.4142135623730951
 _INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi)
 # oneDNN runs its AVX2 kernels: weight_gradient pads the long operands it reads transposed.
-_PAD_WIDE_ROWS = hardware.onednn_enabled() and hardware.read_cpu().vector_isa == "avx2"
+_PAD_WIDE_ROWS = hardware.onednn_runs_avx2_code(hardware.read_cpu(),
+                                               hardware.onednn_enabled())
 
 
 def _gelu(x):

@@ -178,6 +178,24 @@ def onednn_enabled() -> bool:
     return decide(read_cpu()).enabled
 
 
+def onednn_runs_avx2_code(cpu: CpuInfo, onednn_on: bool,
+                          environ: MutableMapping[str, str] | None = None) -> bool:
+    """Whether oneDNN's matmuls run their AVX2 code: oneDNN on, and an x86 CPU whose widest
+    ISA is AVX2, or oneDNN held to it by ONEDNN_MAX_CPU_ISA. fused.matmul lays out the weight
+    gradient's operands for that code.
+
+    >>> avx512 = CpuInfo("Zen 4", "x86_64", "Linux", 2, frozenset({"avx2", "avx512f"}))
+    >>> onednn_runs_avx2_code(avx512, True, {}), onednn_runs_avx2_code(
+    ...     avx512, True, {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    (False, True)
+    """
+    environ = os.environ if environ is None else environ
+    if not onednn_on or not cpu.is_x86:
+        return False
+    return (cpu.vector_isa == "avx2"
+            or environ.get("ONEDNN_MAX_CPU_ISA", "").upper().startswith("AVX2"))
+
+
 def banner() -> str:
     """One line on the CPU and the oneDNN state, e.g. "CPU: AMD EPYC | x86_64, avx2 | 2 cores |
     oneDNN on (electra_tf: TensorFlow leaves it off on this CPU)"."""

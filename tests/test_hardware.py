@@ -88,6 +88,22 @@ def test_child_processes_report_electra_tf_as_the_decider(monkeypatch):
         True, "electra_tf", False)
 
 
+@pytest.mark.parametrize("flags,onednn_on,environ,avx2_code", [
+    (AVX2_AMD, True, {}, True),
+    (AVX2_AMD, False, {}, False),  # Eigen's matmuls
+    (AVX_VNNI, True, {}, True),
+    (AVX512_BF16, True, {}, False),
+    (AMX, True, {}, False),
+    (AVX512_BF16, True, {"ONEDNN_MAX_CPU_ISA": "AVX2"}, True),
+    (AVX512_BF16, True, {"ONEDNN_MAX_CPU_ISA": "avx2_vnni"}, True),
+    (AVX512_BF16, True, {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, False),
+])
+def test_onednns_avx2_code_is_known_from_the_flags_and_its_isa_cap(flags, onednn_on, environ,
+                                                                   avx2_code):
+    assert hardware.onednn_runs_avx2_code(_cpu(flags), onednn_on, environ) is avx2_code
+    assert not hardware.onednn_runs_avx2_code(_cpu(flags, machine="aarch64"), onednn_on, environ)
+
+
 def test_this_machines_cpu_is_read():
     cpu = hardware.read_cpu()
     assert cpu.model and cpu.cores >= 1

@@ -291,12 +291,12 @@ def weight_gradient(rows, dy_rows, pad_wide_rows: bool):
     """rows^T @ dy_rows, the kernel gradient of rows @ kernel, laid out as oneDNN runs it
     fastest.
 
-    With oneDNN's AVX-512 kernels: (dy^T x)^T where the input is wider than the output (the
-    feed-forward output layer), x^T dy otherwise. With its AVX2 kernels (pad_wide_rows), the
-    wider operand is copied into rows one cache line longer and the extra rows or columns of
-    the product dropped: over the long batch dimension the sgemm otherwise reads rows a multiple
-    of 1 KB apart (the feed-forward's 4 KB), at as little as half its speed. The products are the same; only the operands'
-    layout changes."""
+    With oneDNN's AVX2 kernels (pad_wide_rows), the wider operand is copied into rows one
+    cache line longer and the extra rows or columns of the product dropped: over the long
+    batch dimension the sgemm otherwise reads rows a multiple of 1 KB apart (the
+    feed-forward's 4 KB), at as little as half its speed. Otherwise (oneDNN's AVX-512 kernels,
+    or Eigen's): (dy^T x)^T where the input is wider than the output (the feed-forward output
+    layer), x^T dy elsewhere. The products are the same; only the operands' layout changes."""
     depth, units = rows.shape[-1], dy_rows.shape[-1]
     if pad_wide_rows:
         if depth >= units and _padded_width(depth) != depth:

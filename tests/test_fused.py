@@ -188,6 +188,24 @@ def test_weight_gradient_is_x_transpose_dy_in_every_layout(depth, units, pad_wid
     np.testing.assert_allclose(ours.numpy(), rows.numpy().T @ dy_rows.numpy(), atol=1e-4)
 
 
+@pytest.mark.parametrize("pad_wide_rows", [False, True])
+def test_matmul_pads_its_weight_gradient_where_onednn_runs_avx2_code(monkeypatch,
+                                                                    pad_wide_rows):
+    monkeypatch.setattr(fused, "_PAD_WIDE_ROWS", pad_wide_rows)
+    x, kernel = tf.ones([4, 256]), tf.ones([256, 1024])
+
+    @tf.function
+    def kernel_gradient(x, kernel):
+        with tf.GradientTape() as tape:
+            tape.watch(kernel)
+            y = fused.matmul(x, kernel)
+        return tape.gradient(y, kernel)
+
+    graph = kernel_gradient.get_concrete_function(x, kernel).graph
+    assert ("Pad" in {op.type for op in graph.get_operations()}) is pad_wide_rows
+    np.testing.assert_allclose(kernel_gradient(x, kernel).numpy(), 4.0)
+
+
 def test_only_rows_of_many_kilobytes_are_padded():
     assert [fused._padded_width(w) for w in (64, 256, 500, 512, 768, 1024, 1000)] == [
         64, 256, 500, 528, 784, 1040, 1000]

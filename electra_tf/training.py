@@ -773,3 +773,20 @@ class ProgressLogger:
         """A health message: on the console and as TensorBoard text."""
         print(f"step {step}: {message}", flush=True)
         self.text(step, "health", message)
+
+
+def read_events(logdir: str) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, str]]]:
+    """(scalars, texts): tag -> step -> value, read back from every TensorBoard events file
+    that a ProgressLogger wrote into logdir (the last value where a step was written twice)."""
+    scalars: dict[str, dict[int, float]] = {}
+    texts: dict[str, dict[int, str]] = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(logdir, "events.out.tfevents*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                array = tf.make_ndarray(value.tensor)
+                if array.dtype.kind in "SO":
+                    texts.setdefault(value.tag, {})[event.step] = array.flat[0].decode()
+                else:
+                    scalars.setdefault(value.tag, {})[event.step] = float(array)
+    return scalars, texts

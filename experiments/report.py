@@ -269,17 +269,11 @@ PRETRAINING_PANELS = (("masked_lm_loss", "generator's (BERT's) masked-LM loss"),
 
 def event_scalars(model_dir: str, tags: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
     """tag -> (steps, values) from a run's TensorBoard events (the last value at each step)."""
-    import tensorflow as tf
+    from electra_tf import training
 
-    series: dict[str, dict[int, float]] = {}
-    for path in sorted(glob.glob(os.path.join(model_dir, "events.out.*"))):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag in tags:
-                    series.setdefault(value.tag, {})[event.step] = float(
-                        tf.make_ndarray(value.tensor))
-    return {tag: (sorted(points), [points[k] for k in sorted(points)])
-            for tag, points in series.items()}
+    scalars, _ = training.read_events(model_dir)
+    return {tag: (sorted(scalars[tag]), [scalars[tag][k] for k in sorted(scalars[tag])])
+            for tag in tags if tag in scalars}
 
 
 def pretraining_scalars(out: str, objective: str) -> dict[str, tuple[list[int], list[float]]]:

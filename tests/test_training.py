@@ -158,3 +158,17 @@ def test_finetuning_warmup_keeps_the_fraction_of_a_step():
     assert float(state.optimizer.learning_rate) == 0.0
     state.optimizer.iterations.assign(1)
     assert float(state.optimizer.learning_rate) == pytest.approx(1e-3 * (1 - 1 / 5))
+
+
+def test_what_the_progress_logger_writes_is_read_back(tmp_path, capsys):
+    logger = training.ProgressLogger(str(tmp_path), total_steps=4, start_step=0,
+                                     examples_per_step=8)
+    logger.log(2, {"loss": 3.5}, console_keys=("loss",))
+    logger.scalars(4, {"loss": 2.0})
+    logger.scalars(4, {"loss": 1.5})  # a step written twice keeps its last value
+    logger.note(4, "generator_too_strong: replaced_fraction 0.1")
+    scalars, texts = training.read_events(str(tmp_path))
+    assert scalars["loss"] == {2: 3.5, 4: 1.5}
+    assert set(scalars) == {"loss", "examples_per_second", "steps_per_second"}
+    assert texts == {"health": {4: "generator_too_strong: replaced_fraction 0.1"}}
+    assert "step 2/4 (50.0%)" in capsys.readouterr().out

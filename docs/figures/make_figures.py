@@ -11,7 +11,6 @@ last step: the tokens the generator replaced and the discriminator's verdict on 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
 
@@ -23,25 +22,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
+from electra_tf import training  # noqa: E402
+
 CURVES = (("loss", "total loss (MLM + 50 x detection)"), ("masked_lm_loss", "generator: masked-LM loss"),
           ("disc_loss", "discriminator: detection loss"), ("disc_auc", "discriminator: AUC"))
-
-
-def read_events(model_dir: str) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, str]]]:
-    """(scalars, texts): tag -> step -> value, from every events file of model_dir."""
-    import tensorflow as tf
-
-    scalars: dict[str, dict[int, float]] = {}
-    texts: dict[str, dict[int, str]] = {}
-    for path in sorted(glob.glob(os.path.join(model_dir, "events.out.tfevents*"))):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                array = tf.make_ndarray(value.tensor)
-                if array.dtype.kind in "SO":
-                    texts.setdefault(value.tag, {})[event.step] = array.flat[0].decode()
-                else:
-                    scalars.setdefault(value.tag, {})[event.step] = float(array)
-    return scalars, texts
 
 
 def plot_curves(scalars: dict[str, dict[int, float]], path: str) -> None:
@@ -148,7 +132,7 @@ def main() -> None:
     parser.add_argument("--model_dir", required=True, help="a pretraining run's model dir")
     parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     args = parser.parse_args()
-    scalars, texts = read_events(args.model_dir)
+    scalars, texts = training.read_events(args.model_dir)
     if "example" not in texts or "disc_auc" not in scalars:
         raise SystemExit(f"{args.model_dir}: no ELECTRA text sample or discriminator metrics in "
                          "its TensorBoard events (run with text_summary_steps > 0)")

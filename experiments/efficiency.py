@@ -46,7 +46,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for path in (REPO, os.path.join(REPO, "experiments")):
@@ -152,6 +152,28 @@ def share_cores(workers: int) -> None:
         threads = str(max(1, (os.cpu_count() or 1) // workers))
         CHILD_ENV.update({"TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": threads,
                           "OMP_NUM_THREADS": threads})
+
+
+def side_by_side(workers: int, function: Callable[[Any], Any], items: Sequence[Any]) -> list:
+    """[function(item) for item in items], `workers` at a time. After the first failure no
+    further item starts; the failure is raised when the running ones end (what they finish is
+    kept for the rerun that resumes)."""
+    failures: list[BaseException] = []
+
+    def unless_failed(item: Any) -> Any:
+        if failures:
+            return None
+        try:
+            return function(item)
+        except BaseException as e:
+            failures.append(e)
+            raise
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(unless_failed, item) for item in items]
+    if failures:
+        raise failures[0]
+    return [future.result() for future in futures]
 
 
 def run_logged(command: Sequence[str], log_path: str) -> dict[str, float]:
@@ -553,11 +575,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     finished = os.path.join(args.out, "results", "finetune")
     progress = Progress(total, len(os.listdir(finished)) if os.path.isdir(finished) else 0)
     # One pipeline per objective, in plan order (ELECTRA's and BERT's, with their curves, first).
-    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(objective_runs, run, budget, args.tasks, data_dir, args.out,
-                               progress) for run in [*runs, None]]
-        for future in futures:
-            future.result()
+    side_by_side(args.workers, lambda run: objective_runs(run, budget, args.tasks, data_dir,
+                                                          args.out, progress), [*runs, None])
     for run in runs:
         for step in run.checkpoints(budget.curve_points):
             probe(f"{run.objective}_{step}", budget, data_dir, args.out, args.tasks)

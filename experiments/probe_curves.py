@@ -25,7 +25,6 @@ output to DIR/logs/, and the table and plot (probe_curves_results.md, probe_curv
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
 import json
 import os
@@ -222,9 +221,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = plan(budget, data_dir, args.run, args.probe_steps)
     log(f"{len(runs)} pretraining runs ({', '.join(r.name for r in runs)}), "
         f"{args.workers} at a time")
-    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        records = list(pool.map(
-            lambda run: pretrain(run, budget, data_dir, args.probe_task, args.out), runs))
+    records = efficiency.side_by_side(
+        args.workers, lambda run: pretrain(run, budget, data_dir, args.probe_task, args.out), runs)
     # The floor, probed at the pretraining sequence length as run_pretraining.py probes.
     random = efficiency.probe(efficiency.NO_PRETRAINING, dataclasses.replace(
         budget, finetune_seq_length=budget.seq_length), data_dir, args.out, [args.probe_task],

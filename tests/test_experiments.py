@@ -162,6 +162,21 @@ def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
     assert not re.search(r"fine-tuning \d+/", second.stdout) and "probed" not in second.stdout
 
 
+def test_side_by_side_keeps_order_and_a_failure_cancels_what_has_not_started():
+    assert efficiency.side_by_side(2, lambda x: x * x, [3, 1, 2]) == [9, 1, 4]
+    started = []
+
+    def run(item):
+        started.append(item)
+        if item == "bad":
+            raise RuntimeError("pretraining bad failed")
+        return item
+
+    with pytest.raises(RuntimeError, match="pretraining bad failed"):
+        efficiency.side_by_side(1, run, ["ok", "bad", "later", "last"])
+    assert started == ["ok", "bad"]
+
+
 def test_probe_curves_pair_each_electra_run_with_bert_at_its_flops():
     budget = efficiency.BUDGETS["pilot"]
     runs = probe_curves.plan(budget, "/nonexistent", [(1e-3, 400), (3e-3, 100)], 100)

@@ -134,9 +134,10 @@ def test_objectives_are_sized_without_running_electra(capsys):
     assert "unknown ['bert']" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
-    """CI's run of the whole pipeline: ELECTRA and BERT (the Table 5 objectives' steps are
-    the same code path, and each is tested in test_objectives.py)."""
+    """The whole pipeline: ELECTRA and BERT (the Table 5 objectives' steps are the same code
+    path, and each is tested in test_objectives.py)."""
     pytest.importorskip("matplotlib")  # the plots' extra
     out, report_dir = tmp_path / "out", tmp_path / "report"
     command = ["experiments/efficiency.py", "--out", str(out), "--budget", "smoke",

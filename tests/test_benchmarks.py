@@ -4,6 +4,8 @@ they ran on; the memory benchmark measures."""
 
 import sys
 
+import pytest
+
 from conftest import REPO, run_script
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -38,6 +40,7 @@ def test_memory_table_pairs_each_electra_step_with_bert_mlm(tmp_path):
     assert (tmp_path / "memory.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_memory_of_a_training_step_is_measured():
     import memory
 

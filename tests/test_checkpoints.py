@@ -455,7 +455,8 @@ def test_a_damaged_keras_file_or_an_output_that_is_a_file_is_named(tmp_path, dat
     for content, why in ((b"PK\x03\x04" + b"cut short " * 30, "File is not a zip file"),
                          (b"", "")):
         damaged.write_bytes(content)
-        message = rf"{damaged} is damaged, not a readable \.keras archive \({why}.*\): export it again"
+        message = (rf"{damaged} is damaged, not a readable \.keras archive \({why}.*\): export "
+                   "it again")
         with pytest.raises(ValueError, match=f"^{message}"):
             checkpoints.load_pretrained(str(model_dir))
         for from_hparams, hparams in ((config_lib.from_hparams, {}),

@@ -50,6 +50,10 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
 
     from electra_tf import checkpoints
 
+    if tf.io.gfile.exists(output) and not tf.io.gfile.isdir(output):
+        raise ValueError(f"--output {output} is a file; give a new directory")
+    if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
+        raise ValueError(f"--output {output} is not empty; choose a new directory")
     pretrained = checkpoints.load_pretrained(source, num_attention_heads)
     models = {"discriminator": pretrained.discriminator, "generator": pretrained.generator}
     models = {name: model for name, model in models.items() if model is not None}
@@ -67,8 +71,6 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
     if tokens > vocab_size:
         raise ValueError(f"{vocab_file} has {tokens} tokens but the model's vocab_size is "
                          f"{vocab_size}: it is not this model's vocabulary; pass --vocab_file")
-    if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
-        raise ValueError(f"--output {output} is not empty; choose a new directory")
     tf.io.gfile.makedirs(output)
     lower = pretrained.do_lower_case if pretrained.do_lower_case is not None else do_lower_case
     if to == "hf":

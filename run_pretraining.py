@@ -127,8 +127,17 @@ def _record_changes(config, saved: dict, step: int) -> None:
     path = os.path.join(config.model_dir, "hparam_changes.json")
     history = []
     if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            history = json.load(f)
+        try:
+            with tf.io.gfile.GFile(path) as f:
+                history = json.load(f)
+            if not isinstance(history, list):
+                raise ValueError("not a list")
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+            damaged = f"{path}.damaged-at-step-{step}"
+            tf.io.gfile.rename(path, damaged, overwrite=True)
+            print(f"{path} is damaged ({e}): kept as {damaged}; a new history starts",
+                  flush=True)
+            history = []
     history.append({"step": step, "changed": changed})
     resume.write_atomically(path, json.dumps(history, indent=2))
     print(f"resuming at step {step} with changed hparams: " +
@@ -218,7 +227,8 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         global_batch_size=config.train_batch_size,
         iterations_per_loop=config.iterations_per_loop, log_steps=log_steps,
         save_steps=config.save_checkpoints_steps, log_seconds=config.log_seconds,
-        nonfinite_patience=config.nonfinite_patience, console_keys=CONSOLE_KEYS)
+        nonfinite_patience=config.nonfinite_patience, console_keys=CONSOLE_KEYS,
+        final_bytes=pretraining.export_size(state.model, config.vocab_file))
     try:
         results = training.train(strategy, state, state.make_train_step(replicas, jit), input_,
                                  checkpointer, loop, hooks, monitor)
@@ -229,7 +239,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         raise training.InputDataError(f"{bad[0]} cannot be read ({bad[1]}): remove it from "
                                       f"the input or rebuild it. {e}") from None
     if chief:
-        _export(config, state.model)
+        _export(config, state.model, checkpointer)
     return results
 
 
@@ -272,14 +282,20 @@ def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[s
     return results
 
 
-def _export(config, model) -> None:
+def _export(config, model, checkpointer) -> None:
     """The discriminator and generator as standalone .keras models for fine-tuning, with the
-    tokenizer beside them."""
-    from electra_tf import pretraining
+    tokenizer beside them. Training is complete by now: a disk too full for them asks only for
+    their space, and a rerun writes them."""
+    from electra_tf import pretraining, resume
 
-    for path in pretraining.export(model, config.model_dir, config.vocab_file,
-                                   config.do_lower_case):
-        print(f"exported {path}", flush=True)
+    checkpointer.check_space(saves=0, then=pretraining.export_size(model, config.vocab_file))
+    with resume.writing(f"the exported models into {config.model_dir}",
+                        f"; nothing half-written is left, and training is complete "
+                        f"({checkpointer.latest}): free some space and rerun the same command, "
+                        "which only writes the exports"):
+        for path in pretraining.export(model, config.model_dir, config.vocab_file,
+                                       config.do_lower_case):
+            print(f"exported {path}", flush=True)
 
 
 def main(argv) -> None:

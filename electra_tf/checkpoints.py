@@ -693,10 +693,10 @@ def load_pretrained(path: str, num_attention_heads: int | None = None) -> Pretra
             discriminator, generator = build_models(weights, where, {"electra": sizes})
             head = _DISCRIMINATOR_HEAD in weights
     elif kind == "keras":
-        discriminator = keras.saving.load_model(where, compile=False)
+        discriminator = _load_keras(where)
         generator_file = os.path.join(os.path.dirname(where), "generator.keras")
         if tf.io.gfile.exists(generator_file):
-            generator = keras.saving.load_model(generator_file, compile=False)
+            generator = _load_keras(generator_file)
     else:
         weights = read_tf1_checkpoint(where)
         discriminator, generator = build_models(
@@ -727,9 +727,27 @@ def read_architecture(path: str, num_attention_heads: int | None = None) -> Arch
     return Architecture(sizes.get("electra"), sizes.get("generator"), where, kind)
 
 
+def _keras_config(keras_file: str) -> dict:
+    """A .keras archive's config.json; a ValueError naming the file when it is not a readable
+    archive (truncated, overwritten), which Keras reports as "File not found"."""
+    try:
+        with tf.io.gfile.GFile(keras_file, "rb") as f, zipfile.ZipFile(f) as archive:
+            return json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, EOFError, KeyError, json.JSONDecodeError,
+            tf.errors.OpError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{keras_file} is damaged, not a readable .keras archive ({why}): "
+                         "export it again (rerunning the run_pretraining.py command that wrote "
+                         "it rewrites it) or use another model") from None
+
+
+def _load_keras(keras_file: str) -> keras.Model:
+    _keras_config(keras_file)  # fails naming a damaged file
+    return keras.saving.load_model(keras_file, compile=False)
+
+
 def _keras_sizes(keras_file: str) -> EncoderSizes:
     """The encoder's hyperparameters from a .keras archive's config.json."""
-    with tf.io.gfile.GFile(keras_file, "rb") as f, zipfile.ZipFile(f) as archive:
-        encoder = json.loads(archive.read("config.json"))["config"]["encoder"]["config"]
+    encoder = _keras_config(keras_file)["config"]["encoder"]["config"]
     return EncoderSizes(**{f.name: encoder[f.name] for f in dataclasses.fields(EncoderSizes)
                            if f.name in encoder})

@@ -452,6 +452,22 @@ def update(config, hparams: dict[str, Any]) -> None:
         setattr(config, key, _check_type(key, value, types))
 
 
+def count_vocab(vocab_file: str) -> int | None:
+    """The tokens of vocab_file, one a line; None when there is no such file. A directory or
+    an empty file there is a ConfigError naming it (not a vocab_size of 0)."""
+    if not tf.io.gfile.exists(vocab_file):
+        return None
+    if tf.io.gfile.isdir(vocab_file):
+        raise ConfigError(f"vocab file {vocab_file} is a directory: put the vocabulary (one "
+                          "token a line) there as a file, or point the vocab_file hparam at it")
+    with tf.io.gfile.GFile(vocab_file) as f:
+        tokens = sum(1 for _ in f)
+    if not tokens:
+        raise ConfigError(f"vocab file {vocab_file} is empty: put the vocabulary (one token a "
+                          "line) there, or point the vocab_file hparam at it")
+    return tokens
+
+
 def require(ok: bool, key: str, message: str) -> None:
     if not ok:
         raise ConfigError(f"hparam {key!r}: {message}")
@@ -601,9 +617,9 @@ def from_hparams(model_name: str, data_dir: str,
         data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*")
     config.eval_tfrecords = config.eval_tfrecords or config.pretrain_tfrecords
     config.vocab_file = config.vocab_file or os.path.join(data_dir, "vocab.txt")
-    if "vocab_size" not in user and tf.io.gfile.exists(config.vocab_file):
-        with tf.io.gfile.GFile(config.vocab_file) as f:  # the vocabulary decides, unless told
-            config.vocab_size = sum(1 for _ in f)
+    tokens = count_vocab(config.vocab_file)
+    if "vocab_size" not in user and tokens:  # the vocabulary decides, unless told
+        config.vocab_size = tokens
     if architecture is not None:
         take_architecture(config, user, architecture)
         take_generator(config, user, architecture)

@@ -38,6 +38,7 @@ gives each replica its own stream, and it is checkpointed, so a resumed run cont
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 import keras
@@ -499,6 +500,17 @@ def _load_gdes_discriminator(model: PretrainingModel,
                 theirs[name] - getattr(embeddings.shared, table))
         else:
             value.assign(theirs[name])
+
+
+def export_size(model: PretrainingModel, vocab_file: str | None) -> int:
+    """About the bytes export() writes: the weights of each model it saves (a table the two
+    share, once per file; under GDES the residual tables too) and the vocabulary."""
+    variables = model.discriminator.weights + (model.disc_head.weights if model.disc_head
+                                               else [])
+    generator = model.generator_model()
+    variables += generator.weights if generator is not None else []
+    size = sum(math.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables)
+    return size + (tf.io.gfile.stat(vocab_file).length if vocab_file else 0)
 
 
 def export(model: PretrainingModel, model_dir: str, vocab_file: str | None,

@@ -9,6 +9,9 @@ Saving (Checkpointer.save):
   partial `ckpt-N.*`) and raises CheckpointWriteError naming the path; the `checkpoint` state
   file is only updated after a complete write, so the earlier checkpoints stay the latest;
 - rotation (keep_checkpoint_max) deletes only checkpoints older than a newer complete one;
+- before training, check_space(saves, then) compares the free space with what the run writes
+  to its end (the checkpoints kept at once, rotation counted, and then e.g. the exported
+  models), so that a disk too small fails before the first step, not after a save interval;
 - in a multi-worker cluster only the chief writes into model_dir; the other workers write to a
   temporary directory that is removed at once (every worker must take part in a save).
 
@@ -16,8 +19,11 @@ Restoring (when a Checkpointer is created): leftover `*_temp` folders of a kille
 removed; the candidates are the checkpoints on disk that have an index file, newest first (a
 `checkpoint` state file naming deleted files, or unreadable itself, is reported and rebuilt);
 one that cannot be read (truncated, zeroed, missing data) is reported and the next older one is
-tried; none readable is an error, not a fresh start. A checkpoint that reads fine but does not
-fit the model is an error too, not a reason to go back further.
+tried; none readable is an error, not a fresh start. So is a model_dir with checkpoint files
+none of which can be restored (e.g. their index files lost) or a state file naming checkpoints
+that are gone: the next save would write over what is left, so only the user starts afresh, by
+moving them away. A checkpoint that reads fine but does not fit the model is an error too, not
+a reason to go back further.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from electra_tf import files
 
 PREFIX = "ckpt"
 _STEP = re.compile(rf"^{PREFIX}-(\d+)$")
+_FILE = re.compile(rf"^({PREFIX}-\d+)\.(index|data-\d+-of-\d+)$")  # a checkpoint's files
 SPACE_MARGIN = 1.2  # free space wanted before a save, over the size of the last checkpoint
 
 
@@ -59,6 +66,18 @@ def _first_line(error: BaseException) -> str:
 
 def _is_local(path: str) -> bool:
     return "://" not in path
+
+
+def _damaged_state(directory: str) -> str | None:
+    """What is wrong with the `checkpoint` state file, or None when it is fine or absent.
+    get_checkpoint_state returns None for text that does not parse but raises ValueError for a
+    non-UTF-8 byte (UnicodeDecodeError) or a state without model_checkpoint_path."""
+    if not tf.io.gfile.exists(os.path.join(directory, "checkpoint")):
+        return None
+    try:
+        return None if tf.train.get_checkpoint_state(directory) else "it does not parse"
+    except ValueError as e:
+        return _first_line(e)
 
 
 def all_finite(variables: Sequence[tf.Variable]) -> bool:
@@ -100,13 +119,19 @@ class Checkpointer(tf.train.CheckpointManager):
         tidy = chief and writable
         if tidy:
             self._prepare_directory()
+        else:
+            try:  # CheckpointManager.__init__ would raise on it; only a writable run removes it
+                tf.train.get_checkpoint_state(directory)
+            except ValueError as e:
+                raise CheckpointError(
+                    f"{os.path.join(directory, 'checkpoint')} is damaged ({_first_line(e)}): "
+                    "rerun the training command, which rebuilds it from the checkpoints on "
+                    "disk, or delete it (the checkpoints stay)") from None
         self.restored = self._restore(checkpoint, tidy)
         if self.restored:
             self._last_size = _size_of(self.restored) or self._last_size
         super().__init__(checkpoint, directory, max_to_keep=max_to_keep or None,
                          step_counter=step_counter, checkpoint_name=PREFIX)
-        if tidy:
-            self.check_space()
 
     # ----- the directory
     def _prepare_directory(self) -> None:
@@ -125,9 +150,11 @@ class Checkpointer(tf.train.CheckpointManager):
         for temp in tf.io.gfile.glob(os.path.join(directory, f"{PREFIX}-*_temp")):
             print(f"removing {temp}, left by an interrupted save", flush=True)
             tf.io.gfile.rmtree(temp)
-        state = os.path.join(directory, "checkpoint")
-        if tf.io.gfile.exists(state) and tf.train.get_checkpoint_state(directory) is None:
-            print(f"{state} is damaged; it is rebuilt from the checkpoints on disk", flush=True)
+        problem = _damaged_state(directory)
+        if problem:
+            state = os.path.join(directory, "checkpoint")
+            print(f"{state} is damaged ({problem}); it is rebuilt from the checkpoints on disk",
+                  flush=True)
             tf.io.gfile.remove(state)
 
     def _on_disk(self) -> list[str]:
@@ -139,22 +166,43 @@ class Checkpointer(tf.train.CheckpointManager):
     def _listed(self) -> list[str]:
         """The prefixes the `checkpoint` state file names (get_checkpoint_state has already put
         the directory in front of the relative ones)."""
-        state = tf.train.get_checkpoint_state(self._directory)
+        try:
+            state = tf.train.get_checkpoint_state(self._directory)
+        except ValueError:  # damaged (see _damaged_state): it names nothing
+            return []
         if state is None:
             return []
         return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
 
-    def check_space(self) -> None:
-        """Fails naming model_dir when its disk cannot hold another checkpoint (local disks)."""
-        if not _is_local(self._directory) or not self._last_size:
+    def check_space(self, saves: int = 1, then: int = 0) -> None:
+        """Fails naming model_dir when its disk cannot hold the next `saves` checkpoints, as
+        many as exist at once (rotation deletes an old one only after the new one is written),
+        and after the last of them `then` bytes more (e.g. the exported models). Checkpoints
+        are taken at the size of the last one; local disks only, the chief only."""
+        if not self.chief or not _is_local(self._directory):
             return
+        kept, most = len(self.checkpoints), self._max_to_keep
+        at_once = 0  # more checkpoints than now, at the peak
+        if saves:
+            before_last = kept + saves - 1 if most is None else min(kept + saves - 1, most)
+            at_once = max(before_last + 1 - kept, 1)
+        after = kept + saves if most is None else min(kept + saves, most)
+        needed = int(max(at_once * self._last_size, max(after - kept, 0) * self._last_size + then)
+                     * SPACE_MARGIN)
         free = shutil.disk_usage(self._directory).free
-        needed = int(self._last_size * SPACE_MARGIN)
-        if free < needed:
-            raise CheckpointWriteError(
-                f"model_dir {self._directory} has {free / 2**20:.1f} MB free but a checkpoint "
-                f"needs about {needed / 2**20:.1f} MB: free some space (the checkpoints "
-                f"already there are intact{self._latest_note()}) and rerun to resume")
+        if free >= needed:
+            return
+        if at_once == 1 and not then:
+            what = "a checkpoint needs"
+        elif not saves:
+            what = "the exported models need"
+        else:
+            what = (f"the rest of this run ({at_once} checkpoint(s) at once"
+                    f"{', then the exported models' if then else ''}) needs")
+        raise CheckpointWriteError(
+            f"model_dir {self._directory} has {free / 2**20:.1f} MB free but {what} about "
+            f"{needed / 2**20:.1f} MB: free some space (the checkpoints already there are "
+            f"intact{self._latest_note()}) and rerun to resume")
 
     def _latest_note(self) -> str:
         return f"; the newest is {self.latest}" if self.latest else ""
@@ -200,6 +248,17 @@ class Checkpointer(tf.train.CheckpointManager):
             raise CheckpointError(
                 f"none of the checkpoints in {self._directory} can be read "
                 f"({'; '.join(failures)}); move them away to start afresh")
+        left = {os.path.basename(p) for p in listed}
+        left.update(match.group(1) for match in map(_FILE.match, tf.io.gfile.listdir(
+            self._directory) if tf.io.gfile.isdir(self._directory) else []) if match)
+        if left:
+            names = ", ".join(sorted(left, key=_step_of))
+            raise CheckpointError(
+                f"{self._directory} has no checkpoint that can be restored, yet {names} "
+                f"{'is' if len(left) == 1 else 'are'} there or named by its checkpoint file "
+                "(an .index file is missing): refusing to start afresh over them. Put the "
+                "missing files back to resume, or move the ckpt-* files and the checkpoint file "
+                "out of it (or use a new model_name) to start afresh")
         return None
 
     def restore_or_initialize(self):
@@ -276,10 +335,19 @@ class Checkpointer(tf.train.CheckpointManager):
                 pass
 
 
-def write_atomically(path: str, content: str | bytes) -> None:
-    """files.write_atomically for a run's own files: a failure (a full disk) is a
-    CheckpointWriteError naming the path, which stops the run with one line."""
+@contextlib.contextmanager
+def writing(what: str, then: str = "") -> Iterator[None]:
+    """A write in the block that fails (a full disk) becomes a CheckpointWriteError, `could not
+    write {what}: {why}{then}`, which stops the run with one line."""
     try:
-        files.write_atomically(path, content)
+        yield
+    except CheckpointWriteError:
+        raise
     except (tf.errors.OpError, OSError) as e:
-        raise CheckpointWriteError(f"could not write {path}: {_first_line(e)}") from None
+        raise CheckpointWriteError(f"could not write {what}: {_first_line(e)}{then}") from None
+
+
+def write_atomically(path: str, content: str | bytes) -> None:
+    """files.write_atomically for a run's own files, failing as `writing` says."""
+    with writing(path):
+        files.write_atomically(path, content)

@@ -382,6 +382,15 @@ class LoopConfig:
     log_seconds: float = 30.0  # a console line at least this often, whatever the steps
     nonfinite_patience: int = 20  # this many non-finite steps in a row stop the run
     console_keys: tuple[str, ...] = ("loss",)
+    # What the command writes after the last save (the exported models), in bytes: the free
+    # space is compared with it and the checkpoints before the first step.
+    final_bytes: int = 0
+
+
+def _saves_left(step: int, config: LoopConfig) -> int:
+    """The checkpoints train() writes from `step` on: every save_steps and at num_steps."""
+    return (config.num_steps // config.save_steps - step // config.save_steps
+            + (config.num_steps % config.save_steps != 0))
 
 
 class _Signals:
@@ -528,14 +537,16 @@ def train(strategy: tf.distribute.Strategy, state, step_fn: Callable, input_: In
     `checkpointer` (resume.Checkpointer) has restored what it could; `monitor` (health) looks
     at every interval's metrics.
 
-    Raises Preempted after SIGTERM/SIGINT (a checkpoint written), Diverged after
-    nonfinite_patience non-finite steps in a row (nothing saved), InputDataError when the input
-    cannot be read (progress saved)."""
+    Raises CheckpointWriteError before the first step when model_dir's disk cannot hold what
+    the run writes (resume.Checkpointer.check_space), Preempted after SIGTERM/SIGINT (a
+    checkpoint written), Diverged after nonfinite_patience non-finite steps in a row (nothing
+    saved), InputDataError when the input cannot be read (progress saved)."""
     optimizer = state.optimizer
     step = int(optimizer.iterations.numpy())
     if step >= config.num_steps:
         print(f"step {step}: already trained to {config.num_steps} steps", flush=True)
         return {}
+    checkpointer.check_space(_saves_left(step, config), config.final_bytes)
     checkpointer.track("seed_generators", seed_generator_states(state.model))
     if checkpointer.restored:
         checkpointer.restore_part("seed_generators", "the dropout streams")

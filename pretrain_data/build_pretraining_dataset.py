@@ -655,6 +655,11 @@ def _corpus_files(corpus_dir: str | None) -> tuple[list[str], list[str]]:
                    for name in tf.io.gfile.listdir(corpus_dir))
     directories = [path for path in paths if tf.io.gfile.isdir(path)]
     files = [path for path in paths if path not in directories]
+    gone = [path for path in files if not tf.io.gfile.exists(path)]  # e.g. a broken link
+    if gone:
+        raise ValueError(f"--corpus_dir {corpus_dir}: {gone[0]} cannot be opened (a link to a "
+                         f"missing file?{f'; {len(gone)} such entries' if len(gone) > 1 else ''}"
+                         "): fix or remove it")
     if not files:
         raise ValueError(f"--corpus_dir {corpus_dir} holds no files" + (
             f", only subdirectories (e.g. {directories[0]}): give one of them, or move their "
@@ -692,13 +697,13 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
     if max_line_chars < PIECE_CHARS:
         raise ValueError(f"--max_line_chars {max_line_chars} must be at least {PIECE_CHARS}, the "
                          "length of the pieces a longer line is split into")
-    stale = _prepare_output_dir(output_dir, num_out_files, overwrite)
+    total_bytes = (sum(tf.io.gfile.stat(f).length for f in source["files"])
+                   if "files" in source else None)
+    stale = _prepare_output_dir(output_dir, num_out_files, overwrite)  # nothing fails after
     args = dict(vocab_file=vocab_file, output_dir=output_dir, max_seq_length=max_seq_length,
                 blanks_separate_docs=blanks_separate_docs, do_lower_case=do_lower_case,
                 do_strip_accents=do_strip_accents, num_out_files=num_out_files, seed=seed,
                 strict=strict, max_line_chars=max_line_chars)
-    total_bytes = (sum(tf.io.gfile.stat(f).length for f in source["files"])
-                   if "files" in source else None)
     counters = multiprocessing.get_context("spawn").Array("q", 5 * num_processes, lock=False)
     stop = threading.Event()
     progress = threading.Thread(target=_progress, args=(counters, total_bytes, stop), daemon=True)

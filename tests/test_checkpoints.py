@@ -444,6 +444,35 @@ def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_
     assert release.generator.encoder.num_attention_heads == 1
 
 
+def test_a_damaged_keras_file_or_an_output_that_is_a_file_is_named(tmp_path, data_dir):
+    from convert_checkpoint import convert
+    from electra_tf import config as config_lib
+    from electra_tf.finetuning import config as finetuning_config
+
+    model_dir = tmp_path / "old"
+    model_dir.mkdir()
+    damaged = model_dir / "discriminator.keras"
+    for content, why in ((b"PK\x03\x04" + b"cut short " * 30, "File is not a zip file"),
+                         (b"", "")):
+        damaged.write_bytes(content)
+        message = (rf"{damaged} is damaged, not a readable \.keras archive \({why}.*\): export "
+                   "it again")
+        with pytest.raises(ValueError, match=f"^{message}"):
+            checkpoints.load_pretrained(str(model_dir))
+        for from_hparams, hparams in ((config_lib.from_hparams, {}),
+                                      (finetuning_config.from_hparams, {"task_names": ["sst"]})):
+            with pytest.raises(config_lib.ConfigError, match=f"^hparam 'init_checkpoint': "
+                               f"{message}"):
+                from_hparams("m", str(data_dir), {**hparams, "init_checkpoint": str(model_dir)})
+    output = tmp_path / "out.txt"
+    output.write_text("keep me")
+    with pytest.raises(ValueError, match=rf"^--output {output} is a file; give a new directory$"):
+        convert(str(model_dir), str(output), "hf")
+    assert output.read_text() == "keep me"
+    with pytest.raises(ValueError, match=rf"^--output {tmp_path} is not empty"):  # before reading
+        convert(str(model_dir), str(tmp_path), "hf")
+
+
 # ------------------------------------------------------------------ exports carry the tokenizer
 
 def _run_output(tmp_path):

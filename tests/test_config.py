@@ -1,6 +1,7 @@
 """Hyperparameters: the original's names, the size presets, and clear errors."""
 
 import json
+import re
 
 import pytest
 
@@ -60,6 +61,22 @@ def test_vocab_size_comes_from_the_vocab_file(tmp_path):
     (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(1234)) + "\n")
     assert config.from_hparams("m", str(tmp_path)).vocab_size == 1234
     assert config.from_hparams("m", str(tmp_path), {"vocab_size": 2000}).vocab_size == 2000
+
+
+def test_a_vocab_file_that_is_a_directory_or_empty_is_named(tmp_path):
+    from electra_tf.finetuning import config as finetuning_config
+
+    vocab = tmp_path / "vocab.txt"
+    for make, problem in ((vocab.mkdir, "is a directory: put the vocabulary (one token a line) "
+                                        "there as a file,"),
+                          (vocab.touch, "is empty: put the vocabulary (one token a line) there,")):
+        make()
+        for from_hparams, hparams in ((config.from_hparams, {}),
+                                      (finetuning_config.from_hparams, {"task_names": ["sst"]})):
+            with pytest.raises(config.ConfigError, match="^" + re.escape(
+                    f"vocab file {vocab} {problem} or point the vocab_file hparam at it") + "$"):
+                from_hparams("m", str(tmp_path), hparams)
+        vocab.rmdir() if vocab.is_dir() else vocab.unlink()
 
 
 @pytest.mark.parametrize("hparams, message", [

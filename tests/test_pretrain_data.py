@@ -190,6 +190,15 @@ def test_unreadable_files_are_read_up_to_the_problem_or_fail_with_strict(tmp_pat
     assert list((tmp_path / "strict").iterdir()) == []  # nothing half-written left behind
 
 
+def test_a_broken_link_in_the_corpus_is_named_before_anything_is_written(tmp_path):
+    corpus = _corpus(tmp_path, a_txt="A line of text.\n")
+    (corpus / "b.txt").symlink_to(tmp_path / "missing.txt")
+    with pytest.raises(ValueError, match=rf"^--corpus_dir {corpus}: {corpus / 'b.txt'} cannot be "
+                       r"opened \(a link to a missing file\?\): fix or remove it$"):
+        _build(corpus, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_bad_input_fails_with_a_clear_message(tmp_path, caplog):
     with pytest.raises(ValueError, match="is not a directory"):
         _build(tmp_path / "nope", tmp_path / "o")

@@ -157,8 +157,10 @@ def small_disk(tmp_path):
         yield mount
 
 
-def test_a_full_disk_stops_naming_the_path_and_a_rerun_says_so_at_once(data_dir, small_disk,
-                                                                        capsys):
+def test_a_disk_too_small_for_the_run_stops_before_training_and_a_rerun_says_so_at_once(
+        data_dir, small_disk, capsys):
+    """The free space is compared with what the run writes to its end (three checkpoints kept
+    at once, then the exported models) before the first step, not after a save interval."""
     import run_pretraining
     from conftest import tiny_config
 
@@ -166,18 +168,81 @@ def test_a_full_disk_stops_naming_the_path_and_a_rerun_says_so_at_once(data_dir,
     config = tiny_config(data_dir, num_train_steps=6, iterations_per_loop=2,
                          save_checkpoints_steps=2, text_summary_steps=0,
                          model_dir=str(model_dir))
-    message = (rf"model_dir {model_dir} has [\d.]+ MB free but a checkpoint needs about "
-               r"[\d.]+ MB: free some space \(the checkpoints already there are intact; the "
-               rf"newest is {model_dir}/ckpt-2\) and rerun to resume")
-    with pytest.raises(resume.CheckpointWriteError, match=message):
-        run_pretraining.train_or_eval(config, tf.distribute.get_strategy())
-    assert not list(model_dir.glob("*_temp"))
-    capsys.readouterr()
-    with pytest.raises(resume.CheckpointWriteError, match=message):
-        run_pretraining.train_or_eval(config, tf.distribute.get_strategy())
-    assert not re.search(r"^step \d", capsys.readouterr().out, re.M)  # before any training
-    assert int(tf.train.load_checkpoint(str(model_dir / "ckpt-2")).get_tensor(
-        "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 2
+    message = (rf"^model_dir {model_dir} has [\d.]+ MB free but the rest of this run \(3 "
+               r"checkpoint\(s\) at once, then the exported models\) needs about [\d.]+ MB: "
+               r"free some space \(the checkpoints already there are intact\) and rerun to "
+               r"resume$")
+    for _ in range(2):
+        with pytest.raises(resume.CheckpointWriteError, match=message):
+            run_pretraining.train_or_eval(config, tf.distribute.get_strategy())
+        assert not re.search(r"^step \d", capsys.readouterr().out, re.M)  # before any training
+    assert not list(model_dir.glob("ckpt-*"))
+
+
+def _finished_run(config, strategy) -> None:
+    """config.model_dir as a run that saved its last checkpoint and died before its exports
+    (untrained weights: what is tested is the files, not the training)."""
+    import run_pretraining  # noqa: F401  (the command's own imports and flags)
+    from electra_tf import pretraining
+
+    special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file),
+                                                config.vocab_file)
+    state = pretraining.create_state(config, special, strategy)
+    checkpointer = resume.Checkpointer(state.checkpoint(), config.model_dir,
+                                       state.optimizer.iterations, config.keep_checkpoint_max,
+                                       guard_variables=state.model.trainable_variables)
+    state.optimizer.iterations.assign(config.num_train_steps)
+    checkpointer.save(config.num_train_steps)
+
+
+def test_a_full_disk_at_the_export_is_one_line_and_the_rerun_asks_room_only_for_the_exports(
+        data_dir, tmp_path, monkeypatch, capsys):
+    import run_pretraining
+    from conftest import tiny_config
+
+    strategy = tf.distribute.get_strategy()
+    with mounted_tmpfs(tmp_path / "disk", "20m") as disk:
+        model_dir = disk / "run"
+        config = tiny_config(data_dir, num_train_steps=2, iterations_per_loop=2,
+                             save_checkpoints_steps=2, text_summary_steps=0,
+                             model_dir=str(model_dir))
+        _finished_run(config, strategy)
+        checkpoint = sum(p.stat().st_size for p in model_dir.glob("ckpt-2.*"))
+        filler = disk / "filler"
+
+        def leave_free(free: int) -> None:
+            filler.unlink(missing_ok=True)
+            filler.write_bytes(b"\0" * (shutil.disk_usage(disk).free - free))
+
+        # Past the space check, the write itself runs out of space: one line, nothing left.
+        monkeypatch.setattr(resume, "SPACE_MARGIN", 0.0)
+        leave_free(1_000_000)
+        with pytest.raises(resume.CheckpointWriteError, match=(
+                rf"^could not write the exported models into {model_dir}: .*No space left on "
+                r"device.*; nothing half-written is left, and training is complete \("
+                rf"{model_dir}/ckpt-2\): free some space and rerun the same command, which only "
+                r"writes the exports$")):
+            run_pretraining.train_or_eval(config, strategy)
+        assert not [p for p in model_dir.iterdir() if ".tmp-" in p.name]
+        monkeypatch.undo()
+        # The rerun asks room for the exports, not for another checkpoint.
+        leave_free(int(1.1 * checkpoint))
+        capsys.readouterr()
+        run_pretraining.train_or_eval(config, strategy)
+        out = capsys.readouterr().out
+        assert "step 2: already trained to 2 steps" in out
+        assert f"exported {model_dir}/discriminator.keras" in out
+        exports = sorted(model_dir.glob("*.keras"))
+        exported = sum(p.stat().st_size for p in exports)
+        assert len(exports) == 2 and 1.3 * exported < 1.1 * checkpoint
+        for path in exports:
+            path.unlink()
+        leave_free(exported // 2)
+        with pytest.raises(resume.CheckpointWriteError, match=(
+                rf"^model_dir {model_dir} has [\d.]+ MB free but the exported models need about "
+                rf"[\d.]+ MB: free some space \(the checkpoints already there are intact; the "
+                rf"newest is {model_dir}/ckpt-2\) and rerun to resume$")):
+            run_pretraining.train_or_eval(config, strategy)
 
 
 @pytest.mark.slow
@@ -312,6 +377,27 @@ def test_finetuning_trials_resume_only_an_interrupted_run_of_the_same_hparams(tm
     assert not (model_dir / "ckpt-3.index").exists() and (model_dir / "trial.json").exists()
     rerun.finish(1, {}, last=False)
     assert trials(learning_rate=3e-4).results(1) is None  # other hparams: a new run
+
+
+@pytest.mark.parametrize("damage", [b'[{"step": 20, "changed": {"learning_rate": [0.00',
+                                    b'[{"step": 20, "changed": {"learning_rate": "\xff"}}]',
+                                    b'{"step": 20}'])
+def test_a_damaged_hparam_changes_file_is_said_kept_aside_and_begun_anew(tmp_path, capsys,
+                                                                         damage):
+    import run_pretraining
+    from conftest import tiny_config
+
+    config = tiny_config(tmp_path, model_dir=str(tmp_path), learning_rate=5e-4)
+    saved = {**json.loads(config.to_json()), "learning_rate": 1e-3}
+    path = tmp_path / "hparam_changes.json"
+    path.write_bytes(damage)
+    run_pretraining._record_changes(config, saved, 40)
+    out = capsys.readouterr().out
+    kept = tmp_path / "hparam_changes.json.damaged-at-step-40"
+    assert f"{path} is damaged (" in out and f"kept as {kept}; a new history starts" in out
+    assert kept.read_bytes() == damage
+    assert json.loads(path.read_text()) == [{"step": 40,
+                                             "changed": {"learning_rate": [1e-3, 5e-4]}}]
 
 
 def test_a_damaged_pretrain_config_is_said_and_ignored(tmp_path, capsys):

@@ -91,6 +91,49 @@ def test_a_state_file_naming_deleted_checkpoints_or_damaged(tmp_path, capsys):
     assert checkpointer.restored.endswith("ckpt-2") and int(step) == 2
 
 
+def test_a_state_file_with_a_non_utf8_byte_is_rebuilt_and_an_evaluation_says_so(tmp_path,
+                                                                                  capsys):
+    _save_steps(tmp_path, [1, 2])
+    state = tmp_path / "checkpoint"
+    state.write_bytes(state.read_bytes().replace(b"ckpt-2", b"ckpt-\xff2", 1))
+    # An evaluation (read-only) names the file and the fix...
+    with pytest.raises(resume.CheckpointError, match=f"^{state} is damaged .*utf-8.*: rerun "
+                       "the training command, which rebuilds it"):
+        _checkpointer(tmp_path, writable=False)
+    # ...a training run says so, rebuilds it and resumes: the checkpoints are untouched.
+    checkpointer, weights, step = _checkpointer(tmp_path)
+    assert f"{state} is damaged (" in capsys.readouterr().out
+    assert checkpointer.restored.endswith("ckpt-2") and int(step) == 2
+    assert tf.train.get_checkpoint_state(str(tmp_path)).model_checkpoint_path.endswith("ckpt-2")
+
+
+@pytest.mark.parametrize("lost", ["index files", "every file"])
+def test_checkpoints_that_cannot_be_restored_are_never_started_over(tmp_path, lost):
+    """Lost .index files (the .data files and the state file naming them still there), or a
+    state file naming checkpoints whose files are all gone: a fresh start would write ckpt-N
+    over what is left, so it is an error that says how to start afresh on purpose."""
+    _save_steps(tmp_path, [20, 40])
+    for path in tmp_path.glob("ckpt-*.index" if lost == "index files" else "ckpt-*"):
+        path.unlink()
+    left = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for writable in (True, False):
+        with pytest.raises(resume.CheckpointError, match=(
+                rf"^{tmp_path} has no checkpoint that can be restored, yet ckpt-20, ckpt-40 are "
+                r"there or named by its checkpoint file \(an \.index file is missing\): "
+                r"refusing to start afresh over them\. Put the missing files back to resume, "
+                r"or move the ckpt-\* files and the checkpoint file out of it \(or use a new "
+                r"model_name\) to start afresh$")):
+            _checkpointer(tmp_path, writable=writable)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == left
+    if lost == "index files":  # the .data files alone, without a state file, are kept too
+        (tmp_path / "checkpoint").unlink()
+        with pytest.raises(resume.CheckpointError, match="yet ckpt-20, ckpt-40 are there"):
+            _checkpointer(tmp_path)
+    for path in tmp_path.iterdir():  # moved away: the user starts afresh
+        path.unlink()
+    assert _checkpointer(tmp_path)[0].restored is None
+
+
 def test_another_models_checkpoint_is_an_error_not_a_fallback(tmp_path):
     _save_steps(tmp_path, [1])
     with pytest.raises(resume.CheckpointError, match="does not fit this run's model"):
@@ -179,3 +222,26 @@ def test_write_atomically_leaves_the_old_file_on_failure(small_disk):
     with pytest.raises(resume.CheckpointWriteError, match="could not write"):
         resume.write_atomically(str(path), "x" * 2_000_000)
     assert path.read_text() == "old" and os.listdir(small_disk) == ["pretrain_config.json"]
+
+
+def test_the_space_check_before_training_counts_what_the_run_keeps_at_once(small_disk):
+    """check_space(saves, then): rotation deletes an old checkpoint only after writing the new
+    one, so with one kept and keep 2, three more saves need room for two at once; `then` (the
+    exported models) comes after the last save."""
+    checkpointer, _, step = _checkpointer(small_disk, shape=(256, 256), max_to_keep=2)
+    step.assign(1)
+    checkpointer.save(1)
+    size = sum(p.stat().st_size for p in small_disk.glob("ckpt-1.*"))
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (shutil.disk_usage(small_disk).free - 2 * size))
+    checkpointer.check_space(saves=1)
+    checkpointer.check_space(saves=0, then=size)
+    with pytest.raises(resume.CheckpointWriteError, match=r"MB free but the rest of this run "
+                       r"\(2 checkpoint\(s\) at once\) needs about"):
+        checkpointer.check_space(saves=3)
+    with pytest.raises(resume.CheckpointWriteError, match=r"but the rest of this run \(2 "
+                       r"checkpoint\(s\) at once, then the exported models\) needs about"):
+        checkpointer.check_space(saves=3, then=size)
+    with pytest.raises(resume.CheckpointWriteError, match="MB free but the exported models need "
+                       "about .* the newest is .*ckpt-1"):
+        checkpointer.check_space(saves=0, then=2 * size)

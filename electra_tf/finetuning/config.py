@@ -228,9 +228,9 @@ def from_hparams(model_name: str, data_dir: str,
         config.vocab_file = os.path.join(config.pretrained_model_dir, "vocab.txt")
         if not tf.io.gfile.exists(config.vocab_file):
             config.vocab_file = os.path.join(data_dir, "vocab.txt")
-    if "vocab_size" not in user and tf.io.gfile.exists(config.vocab_file):
-        with tf.io.gfile.GFile(config.vocab_file) as f:
-            config.vocab_size = len(f.read().rstrip("\n").split("\n"))
+    tokens = config_lib.count_vocab(config.vocab_file)
+    if "vocab_size" not in user and tokens:
+        config.vocab_size = tokens
     if architecture is not None:
         config_lib.take_architecture(config, user, architecture)
     validate(config)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
 import pytest
 
-from conftest import TEST_DATA
+from conftest import TEST_DATA, TINY_FINETUNING
 from electra_tf.finetuning import pos
+from electra_tf.finetuning.config import from_hparams
+from electra_tf.finetuning.task import DataError
 
 BROWN = TEST_DATA / "brown_tagged"  # the first 20 sentences of ca01..ca07 and cn01..cn07
 
@@ -155,3 +158,115 @@ def test_task_file_errors(tmp_path):
     with pytest.raises(ValueError, match=r"ca02:1: token 'cat' is not word/tag"):
         pos.write_task_files(str(bad), str(tmp_path / "pos"), train_sentences=2)
     assert not (tmp_path / "pos").exists() or not any((tmp_path / "pos").iterdir())
+
+
+def test_unseen_words_and_accuracies_by_hand():
+    from electra_tf.finetuning.tagging import Sentence
+
+    train = [Sentence(0, ("The", "dog", "barked"), (), ("DET", "NOUN", "VERB"))]
+    dev = [Sentence(0, ("the", "Cat", "barked", "loudly"), (), ("DET", "NOUN", "VERB", "ADV")),
+           Sentence(1, ("A", "DOG"), (), ("DET", "NOUN"))]
+    unseen = pos.unseen_words(train, dev, str.lower)
+    assert unseen == [[False, True, False, True], [True, False]]
+    # Case counts when the vocabulary is cased.
+    assert pos.unseen_words(train, dev, str)[1] == [True, True]
+    predicted = [["DET", "VERB", "VERB", "ADV"], ["DET", "NOUN"]]
+    # 6 words, 5 right; unseen: Cat (wrong), loudly (right), A (right).
+    assert pos.accuracies([s.tags for s in dev], predicted, unseen) == pytest.approx(
+        {"accuracy": 500 / 6, "unseen_accuracy": 200 / 3})
+    scores = pos.accuracies([s.tags for s in dev], predicted, [[False] * 4, [False] * 2])
+    assert scores["accuracy"] == pytest.approx(500 / 6) and np.isnan(scores["unseen_accuracy"])
+    with pytest.raises(ValueError, match="same lengths"):
+        pos.accuracies([s.tags for s in dev], [["DET"], ["DET", "NOUN"]], unseen)
+
+
+def test_reads_task_files_and_names_bad_lines(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("The DET\ndog NOUN\n\n\nRan VERB\n")
+    sentences = pos.read_task_file(str(path))
+    assert [(s.eid, s.words, s.tags) for s in sentences] == [
+        (0, ("The", "dog"), ("DET", "NOUN")), (1, ("Ran",), ("VERB",))]
+    for line, message in (("dog NN\n", "got 'dog NN'"), ("dog NOUN x\n", "got 'dog NOUN x'")):
+        path.write_text("The DET\n" + line)
+        with pytest.raises(DataError, match=rf"train\.txt:2: expected `word TAG` .*{message}"):
+            pos.read_task_file(str(path))
+    with pytest.raises(DataError, match="does not exist; write the pos task's files"):
+        pos.read_task_file(str(tmp_path / "missing.txt"))
+
+
+@pytest.fixture
+def pos_dir(finetuning_dir):
+    """DATA_DIR with finetuning_data/pos/ written from the shipped Brown slice: 120 train
+    sentences, dev and test 40 each (ca04 + cn04, ca07 + cn07)."""
+    pos.write_task_files(str(BROWN), str(finetuning_dir / "finetuning_data" / "pos"),
+                         train_sentences=120)
+    return finetuning_dir
+
+
+POS_HPARAMS = {**TINY_FINETUNING, "task_names": ["pos"], "train_batch_size": 8}
+
+
+def test_the_task_reads_features_and_scores(pos_dir):
+    from electra_tf.finetuning import task_builder, trainer
+
+    task = task_builder.get_task("pos")
+    config = from_hparams("tiny", str(pos_dir), POS_HPARAMS)
+    assert config.max_seq_length == 32  # the user's value beats the task's 128
+    assert from_hparams("tiny", str(pos_dir), {k: v for k, v in POS_HPARAMS.items()
+                                               if k != "max_seq_length"}).max_seq_length == 128
+    assert task.labels(config) == pos.COARSE_TAGS
+    assert task.dev_splits(config) == ["dev", "test"] and task.result_name("test") == "pos-test"
+    tokenizer = trainer.make_tokenizer(config)
+    data = task.load(config, "dev", tokenizer)
+    first = data.examples[0]
+    assert first.words == ("Oslo",)  # a headline: np-hl
+    assert data.examples[1].words[:4] == ("The", "most", "positive", "element")
+    assert [pos.COARSE_TAGS[i] for i in data.arrays["tag_labels"][1, :4]] == [
+        "DET", "ADV", "ADJ", "NOUN"]
+    # Logits that predict each word's gold tag: 100% where a word fits; the words past
+    # max_seq_length (32 tokens) are predicted NOUN and count.
+    outputs = np.zeros((len(data), 32, len(pos.COARSE_TAGS)), np.float32)
+    for row in range(len(data)):
+        for word, position in enumerate(data.arrays["tag_positions"][row]):
+            if data.arrays["tag_mask"][row, word]:
+                outputs[row, position, data.arrays["tag_labels"][row, word]] = 10.0
+    scores = task.evaluate(config, data, outputs, tokenizer, str(pos_dir / "out"))
+    gold = [t for s in data.examples for t in s.tags]
+    fits = data.arrays["tag_mask"].sum()
+    cut = [t for row, s in enumerate(data.examples)
+           for t in s.tags[int(data.arrays["tag_mask"][row].sum()):]]
+    assert fits < len(gold)  # some sentences were cut
+    assert scores["accuracy"] == pytest.approx(100 * (fits + cut.count("NOUN")) / len(gold))
+    assert 0 < scores["unseen_accuracy"] <= 100
+    written = (pos_dir / "out" / "pos.txt").read_text().split("\n")
+    assert written[:3] == ["Oslo NOUN NOUN", "", "The DET DET"]
+
+
+@pytest.mark.slow
+def test_pos_end_to_end_learns_its_sentences(pos_dir):
+    """run_finetuning on the task: both splits' accuracy and unseen-word accuracy in the
+    results, dev tagged far above the share of the commonest tag, the test predictions written
+    as `word gold predicted`."""
+    import json
+
+    import run_finetuning
+
+    hparams = {**POS_HPARAMS, "max_seq_length": 64, "num_train_epochs": 30,
+               "layerwise_lr_decay": 0.0, "log_steps": 200, "write_test_outputs": True}
+    results = run_finetuning.run(from_hparams("tiny", str(pos_dir), hparams))
+    assert set(results) == {"pos", "pos-test"}
+    for metrics in results.values():
+        assert list(metrics) == ["accuracy", "unseen_accuracy"]
+        assert all(0 <= v <= 100 for v in metrics.values())
+    dev = pos.read_task_file(str(pos_dir / "finetuning_data" / "pos" / "dev.txt"))
+    tags = [t for s in dev for t in s.tags]
+    majority = 100 * max(tags.count(t) for t in set(tags)) / len(tags)
+    assert results["pos"]["accuracy"] >= majority + 30
+    model_dir = pos_dir / "models" / "tiny"
+    saved = json.loads((model_dir / "results" / "pos_results.json").read_text())
+    assert saved["median"] == results
+    lines = (model_dir / "test_predictions" / "pos_trial_1" / "pos.txt").read_text().split("\n")
+    test = pos.read_task_file(str(pos_dir / "finetuning_data" / "pos" / "test.txt"))
+    assert len([line for line in lines if line]) == sum(len(s.words) for s in test)
+    word, gold, predicted = lines[0].split(" ")
+    assert (word, gold) == (test[0].words[0], test[0].tags[0]) and predicted in pos.COARSE_TAGS

@@ -24,12 +24,24 @@ lower case. This module turns it into the task's files and is the task:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
+import math
 import os
 import re
-from typing import Iterable, Sequence
+import typing
+from typing import Any, Callable, ClassVar, Iterable, Sequence
+
+import numpy as np
+import tensorflow as tf
 
 from electra_tf import files
+from electra_tf.finetuning import tagging
+from electra_tf.finetuning.task import DataError, SplitData
+
+if typing.TYPE_CHECKING:
+    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.tokenization import WordPieceTokenizer
 
 # The universal tags (Petrov et al. 2012): "." is punctuation, X foreign words and the rest.
 COARSE_TAGS = ("NOUN", "VERB", "ADJ", "ADV", "PRON", "DET", "ADP", "NUM", "CONJ", "PRT", ".",
@@ -252,3 +264,98 @@ def write_task_files(brown_dir: str, output_dir: str, train_sentences: int = 100
     for split, text in texts.items():  # only once every split is read and mapped
         files.write_atomically(os.path.join(output_dir, f"{split}.txt"), text)
     return counts
+
+
+# ----------------------------------------------------------------------------- the task
+
+def read_task_file(path: str) -> list[tagging.Sentence]:
+    """The sentences of a pos task file (`word TAG` lines, a blank line between sentences);
+    bad lines fail naming the file and line."""
+    if not tf.io.gfile.exists(path):
+        raise DataError(f"{path} does not exist; write the pos task's files with "
+                        "electra_tf.finetuning.pos.write_task_files from the tagged Brown corpus")
+    sentences: list[tagging.Sentence] = []
+    rows: list[tuple[str, str]] = []
+
+    def close() -> None:
+        if rows:
+            words, tags = zip(*rows)
+            sentences.append(tagging.Sentence(len(sentences), words, (), tags))
+            rows.clear()
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                fields = raw.decode("utf-8").split()
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{number}: not UTF-8 ({e.reason})") from None
+            if not fields:
+                close()
+                continue
+            if len(fields) != 2 or fields[1] not in COARSE_TAGS:
+                raise DataError(f"{path}:{number}: expected `word TAG` with TAG one of "
+                                f"{' '.join(COARSE_TAGS)}, got {' '.join(fields)!r}")
+            rows.append((fields[0], fields[1]))
+    close()
+    if not sentences:
+        raise DataError(f"{path} holds no sentences")
+    return sentences
+
+
+def unseen_words(train: Sequence[tagging.Sentence], sentences: Sequence[tagging.Sentence],
+                 normalize: Callable[[str], str]) -> list[list[bool]]:
+    """For each word of `sentences`: does it (normalised, e.g. lower-cased as the vocabulary
+    is) occur nowhere in the `train` sentences?"""
+    seen = {normalize(word) for sentence in train for word in sentence.words}
+    return [[normalize(word) not in seen for word in sentence.words] for sentence in sentences]
+
+
+def accuracies(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],
+               unseen: Sequence[Sequence[bool]]) -> dict[str, float]:
+    """{"accuracy", "unseen_accuracy"} in percent: the share of words tagged right, of all
+    words and of the unseen ones (NaN when there is none)."""
+    right = np.array([g == p for gs, ps in zip(gold, predicted) for g, p in zip(gs, ps)], bool)
+    mask = np.array([u for us in unseen for u in us], bool)
+    if not len(right) == len(mask) == sum(map(len, gold)):
+        raise ValueError("gold, predicted and unseen tags must have the same lengths")
+    return {"accuracy": 100.0 * float(right.mean()),
+            "unseen_accuracy": 100.0 * float(right[mask].mean()) if mask.any() else math.nan}
+
+
+@dataclasses.dataclass(frozen=True)
+class PosTask(tagging.TaggingTask):
+    """Brown part-of-speech tagging in COARSE_TAGS, from DATA_DIR/finetuning_data/pos/
+    {train,dev,test}.txt (write_task_files). Each word is tagged at its first wordpiece by
+    the tagging machinery's head; words past max_seq_length are predicted NOUN (the commonest
+    tag) and count. Metrics: `accuracy` (the main one) and `unseen_accuracy`, the accuracy on
+    the words that never occur in train.txt (compared after the tokenizer's normalisation,
+    lower-cased as the vocabulary is). The test split's labels ship with it, so it is scored
+    after training beside dev (reported as `pos-test`); choose hparams on dev only."""
+    cut_label: ClassVar[str] = "NOUN"
+
+    def defaults(self) -> dict[str, Any]:
+        return {"max_seq_length": 128}
+
+    def dev_splits(self, config: FinetuningConfig) -> list[str]:
+        return ["dev", "test"]
+
+    def read(self, path: str) -> list[tagging.Sentence]:
+        return read_task_file(path)
+
+    def labels(self, config: FinetuningConfig) -> tuple[str, ...]:
+        return COARSE_TAGS
+
+    def word_labels(self, sentence: tagging.Sentence) -> Sequence[str]:
+        return sentence.tags
+
+    def columns(self, sentence: tagging.Sentence) -> tuple[Sequence[str], ...]:
+        return sentence.words, sentence.tags
+
+    def score(self, config: FinetuningConfig, data: SplitData, predicted: list[list[str]],
+              tokenizer: WordPieceTokenizer) -> dict[str, float]:
+        train = self.read(self.path(config, "train"))
+        return accuracies([s.tags for s in data.examples], predicted,
+                          unseen_words(train, data.examples, tokenizer.normalize))
+
+
+TASKS: list[PosTask] = [PosTask("pos")]

@@ -57,6 +57,7 @@ from typing import Callable
 
 import numpy as np
 import tensorflow as tf
+import threadpoolctl
 
 from electra_tf.finetuning import glue, pos, tagging, task_builder
 from electra_tf.finetuning.task import DataError
@@ -120,11 +121,15 @@ class LinearProbe:
         train_x, dev_x = features(self.train.arrays), features(self.dev.arrays)
         mean, std = train_x.mean(0), train_x.std(0) + 1e-6
         train_x, dev_x = (train_x - mean) / std, (dev_x - mean) / std
-        model = _linear_model(self.regression)
-        model.fit(train_x, self.train.labels)
+        # One BLAS thread: these matrices are small, so threads only contend with each other
+        # (and with TensorFlow's), and one thread's sums do not depend on the machine's cores.
+        with threadpoolctl.threadpool_limits(limits=1):
+            model = _linear_model(self.regression)
+            model.fit(train_x, self.train.labels)
+            predicted = {"train": model.predict(train_x), "dev": model.predict(dev_x)}
         return {f"probe_{name}_{metric}": value
-                for name, x, split in (("train", train_x, self.train), ("dev", dev_x, self.dev))
-                for metric, value in self.scores(split, model.predict(x)).items()}
+                for name, split in (("train", self.train), ("dev", self.dev))
+                for metric, value in self.scores(split, predicted[name]).items()}
 
 
 def _sentence_splits(task: glue.GlueTask, directory: str, tokenizer: WordPieceTokenizer,

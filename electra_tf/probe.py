@@ -69,9 +69,9 @@ BATCH_SIZE = 64
 @dataclasses.dataclass
 class ProbeSplit:
     """One split: the encoder's input arrays and the probe's targets, one a sentence (a
-    sentence task) or one a word that fits max_seq_length (a tagging task, whose arrays' tag_positions
-    and tag_mask say where each word's first wordpiece is). `unseen` marks a tagging task's dev
-    words that the probe's train sentences lack."""
+    sentence task) or one a word that fits max_seq_length (a tagging task, whose arrays'
+    tag_positions and tag_mask say where each word's first wordpiece is). `unseen` marks a
+    tagging task's dev words that the probe's train sentences lack."""
     arrays: dict[str, np.ndarray]
     labels: np.ndarray
     unseen: np.ndarray | None = None

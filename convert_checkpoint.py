@@ -1,6 +1,6 @@
 """Converts ELECTRA weights between formats, with the tokenizer.
 
-  python convert_checkpoint.py --input PATH --output DIR --to hf|tf1|saved_model|keras
+  python convert_checkpoint.py --input PATH --output DIR --to hf|tf1|saved_model|keras|keras_hub
 
 --input is anything electra_tf.load_pretrained reads: a TF1 checkpoint (Google's released
 electra_small/base/large, the original's run_pretraining.py output), a Hugging Face directory
@@ -14,11 +14,15 @@ directory run_pretraining.py exports into). --to:
   saved_model  DIR/discriminator/ as a TF SavedModel with serving signatures, the tokenizer in
                its assets.extra/
   keras        DIR/discriminator.keras and DIR/generator.keras, vocab.txt, tokenizer_config.json
+  keras_hub    DIR as a keras-hub preset of the discriminator's encoder and the tokenizer, which
+               keras_hub.models.ElectraBackbone / ElectraTokenizer .from_preset(DIR) load
+               (needs the keras-hub extra; docs/checkpoints.md says what differs)
 
 The vocabulary is --vocab_file, else vocab.txt beside the input, else (for a run_pretraining
 output, DATA_DIR/models/NAME) its pretrain_config.json's vocab_file or DATA_DIR/vocab.txt.
 """
 
+import importlib.util
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -31,7 +35,8 @@ from electra_tf import cli  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Pretrained weights in any supported format.")
 flags.DEFINE_string("output", None, "Output directory.")
-flags.DEFINE_enum("to", None, ["hf", "tf1", "saved_model", "keras"], "Output format.")
+flags.DEFINE_enum("to", None, ["hf", "tf1", "saved_model", "keras", "keras_hub"],
+                  "Output format.")
 flags.DEFINE_string("vocab_file", None, "The model's vocab.txt, when it is not beside the input "
                     "(or, for a run_pretraining output, in DATA_DIR).")
 flags.DEFINE_bool("do_lower_case", True, "Written to the tokenizer config when the input does "
@@ -54,6 +59,9 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
         raise ValueError(f"--output {output} is a file; give a new directory")
     if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
         raise ValueError(f"--output {output} is not empty; choose a new directory")
+    if to == "keras_hub" and importlib.util.find_spec("keras_hub") is None:
+        raise ValueError(f"--to keras_hub needs keras-hub: {checkpoints.KERAS_HUB_INSTALL}")
+
     pretrained = checkpoints.load_pretrained(source, num_attention_heads)
     models = {"discriminator": pretrained.discriminator, "generator": pretrained.generator}
     models = {name: model for name, model in models.items() if model is not None}
@@ -71,11 +79,19 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
     if tokens > vocab_size:
         raise ValueError(f"{vocab_file} has {tokens} tokens but the model's vocab_size is "
                          f"{vocab_size}: it is not this model's vocabulary; pass --vocab_file")
+    if to == "keras_hub":  # what keras-hub cannot take fails before anything is written
+        if pretrained.discriminator is None:
+            raise ValueError(f"{source} holds no discriminator, the model keras-hub's "
+                             "ElectraBackbone takes; export a generator with --to hf or keras")
+        checkpoints.keras_hub_config(pretrained.discriminator.encoder, source)
     tf.io.gfile.makedirs(output)
     lower = pretrained.do_lower_case if pretrained.do_lower_case is not None else do_lower_case
     if to == "hf":
         return [checkpoints.export_hf(model, os.path.join(output, name), vocab_file, lower)
                 for name, model in models.items()]
+    if to == "keras_hub":
+        return [checkpoints.export_keras_hub(pretrained.discriminator, output, vocab_file, lower,
+                                             source)]
     if to == "saved_model":
         if pretrained.discriminator is None:
             raise ValueError(f"{source} holds no discriminator to serve")

@@ -152,6 +152,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
             f"{len(vocab)} tokens; remove vocab_size to take it from the file")
     pattern = config.pretrain_tfrecords if config.do_train else config.eval_tfrecords
     files = data.check_files(pattern, config.max_seq_length)
+    data.check_vocabulary(files, config.vocab_file)
 
     replicas = strategy.num_replicas_in_sync
     batch_size = config.train_batch_size if config.do_train else config.eval_batch_size

@@ -187,3 +187,22 @@ def test_resuming_with_other_model_shapes_fails_naming_the_keys(data_dir):
                         expect_failure=True)
     assert result.returncode != 0
     assert "embedding_size: 16 there, 24 now" in result.stderr, result.stderr[-2000:]
+
+
+def test_a_vocabulary_smaller_than_the_records_ids_fails_before_the_model(data_dir):
+    """In process: the check runs before the model is built, and nothing is written to the
+    model dir."""
+    import run_pretraining
+    from conftest import BERT_VOCAB, tiny_config
+    from electra_tf import data
+
+    tokens = BERT_VOCAB.read_text(encoding="utf-8").splitlines()
+    (data_dir / "vocab.txt").write_text("\n".join(tokens[:4370]) + "\n", encoding="utf-8")
+    config = tiny_config(data_dir, num_train_steps=2)
+    assert config.vocab_size == 4370
+    with pytest.raises(data.InputError) as error:
+        run_pretraining.train_or_eval(config, tf.distribute.get_strategy())
+    assert "\n" not in str(error.value)
+    assert str(data_dir / "vocab.txt") in str(error.value)
+    assert "pretrain_data.tfrecord" in str(error.value) and "--vocab_file" in str(error.value)
+    assert not (data_dir / "models").exists()

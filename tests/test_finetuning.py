@@ -176,6 +176,33 @@ def test_mismatched_init_checkpoint_names_both(finetuning_dir):
         run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
 
 
+def test_the_pretrained_models_own_vocabulary_is_used_and_another_refused(finetuning_dir):
+    """A model pretrained elsewhere with BERT's 30,522 tokens beside it, and DATA_DIR/vocab.txt
+    another (smaller) vocabulary: the model's own is used; the other, given, is refused naming
+    both files."""
+    from electra_tf.finetuning.config import from_hparams
+
+    other = finetuning_dir / "elsewhere" / "electra"
+    other.mkdir(parents=True)
+    shutil.copy(finetuning_dir / "models" / "tiny" / "discriminator.keras", other)
+    shutil.copy(finetuning_dir / "vocab.txt", other / "vocab.txt")
+    tokens = (other / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (finetuning_dir / "vocab.txt").write_text("\n".join(tokens[:4370]) + "\n", encoding="utf-8")
+    hparams = {"task_names": ["sst"], "init_checkpoint": str(other)}
+    config = from_hparams("run", str(finetuning_dir), hparams)
+    assert config.vocab_file == str(other / "vocab.txt") and config.vocab_size == 30522
+    given = {**hparams, "vocab_file": str(finetuning_dir / "vocab.txt")}
+    with pytest.raises(ConfigError) as error:
+        from_hparams("run", str(finetuning_dir), given)
+    message = str(error.value)
+    assert "\n" not in message and "leave vocab_file out" in message
+    assert str(finetuning_dir / "vocab.txt") in message and str(other / "vocab.txt") in message
+    # The same tokens in another file are the same vocabulary.
+    shutil.copy(other / "vocab.txt", finetuning_dir / "copy.txt")
+    assert from_hparams("run", str(finetuning_dir), {
+        **hparams, "vocab_file": str(finetuning_dir / "copy.txt")}).vocab_size == 30522
+
+
 def _squad_v2(directory):
     """The shared SQuAD sample plus two unanswerable questions, as SQuAD 2.0 files."""
     data = json.loads((TEST_DATA / "squad_v1_sample.json").read_text())

@@ -202,6 +202,30 @@ def validate(c: FinetuningConfig) -> None:
             f"one of {config_lib.KERNELS}, got {c.kernels!r}")
 
 
+def _choose_vocab(config: FinetuningConfig, architecture) -> None:
+    """The vocabulary the pretrained model was trained with (vocab.txt beside it, or its run's;
+    checkpoints.find_vocab), as the original reads the model's own vocab.txt; without a
+    pretrained model, DATA_DIR/models/NAME/vocab.txt, else DATA_DIR/vocab.txt. A vocab_file
+    given with other tokens than the model's fails naming both: its ids would feed the wrong
+    embeddings (docs/finetuning.md)."""
+    from electra_tf import checkpoints, tokenization
+
+    own = checkpoints.find_vocab(architecture.source) if architecture is not None else None
+    if not config.vocab_file:
+        config.vocab_file = own or os.path.join(config.pretrained_model_dir, "vocab.txt")
+        if not tf.io.gfile.exists(config.vocab_file):
+            config.vocab_file = os.path.join(config.data_dir, "vocab.txt")
+        return
+    if own is None or not tf.io.gfile.exists(config.vocab_file):
+        return
+    ours, theirs = (tokenization.read_vocab(path) for path in (config.vocab_file, own))
+    if ours != theirs:
+        raise ConfigError(
+            f"hparam 'vocab_file' {config.vocab_file} ({len(ours)} tokens) is not the "
+            f"vocabulary {own} ({len(theirs)} tokens) that the pretrained model "
+            f"{architecture.source} was trained with; leave vocab_file out to use the model's")
+
+
 def from_hparams(model_name: str, data_dir: str,
                  hparams: str | dict | None = None) -> FinetuningConfig:
     """The config the original's FinetuningConfig(model_name, data_dir, **hparams) builds, with
@@ -223,11 +247,7 @@ def from_hparams(model_name: str, data_dir: str,
     config_lib.update(config, user)
     if config.use_tpu and config.strategy == "default":
         config.strategy = "tpu"
-    # As the original: the model's own vocab.txt, else DATA_DIR/vocab.txt.
-    if not config.vocab_file:
-        config.vocab_file = os.path.join(config.pretrained_model_dir, "vocab.txt")
-        if not tf.io.gfile.exists(config.vocab_file):
-            config.vocab_file = os.path.join(data_dir, "vocab.txt")
+    _choose_vocab(config, architecture)
     if "vocab_size" not in user and tf.io.gfile.exists(config.vocab_file):
         with tf.io.gfile.GFile(config.vocab_file) as f:
             config.vocab_size = len(f.read().rstrip("\n").split("\n"))

@@ -146,8 +146,10 @@ def run(config, strategy=None) -> dict:
     import tensorflow as tf
 
     from electra_tf import training
+    from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning import trainer
 
+    finetuning_config.check_locations(config)
     if strategy is None:
         strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
                                           config.gcp_project)

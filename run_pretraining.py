@@ -144,6 +144,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     from electra_tf import config as config_lib
     from electra_tf import data, health, pretraining, resume, training
 
+    config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
     if len(vocab) > config.vocab_size:

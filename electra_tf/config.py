@@ -607,6 +607,19 @@ def _validate_objective(c: PretrainingConfig) -> None:
     require(c.adversarial_mlm_weight >= 0, "adversarial_mlm_weight", "must be >= 0")
 
 
+def check_data_dir(data_dir: str, inputs: list[str]) -> None:
+    """Fails naming --data_dir when it does not exist and an input is to be read from inside it,
+    rather than naming the first file missing there."""
+    if tf.io.gfile.isdir(data_dir):
+        return
+    root = os.path.join(os.path.normpath(data_dir), "")
+    inside = [os.path.relpath(path, data_dir) for path in inputs
+              if path and os.path.normpath(path).startswith(root)]
+    if inside:
+        raise ConfigError(f"--data_dir {data_dir} does not exist (it should hold "
+                          f"{', '.join(inside)}); check the path")
+
+
 def from_hparams(model_name: str, data_dir: str,
                  hparams: str | dict | None = None) -> PretrainingConfig:
     """Builds the config the way the original's PretrainingConfig(model_name, data_dir, **hparams)

@@ -35,6 +35,8 @@ def test_per_task_and_per_size_defaults_as_the_original():
      "unknown tasks ['glue']; valid tasks: ['cola', 'sst', 'mrpc', 'sts', 'qqp', 'mnli', 'qnli', "
      "'rte', 'wnli', 'squad', 'squadv1', 'newsqa', 'naturalqs', 'triviaqa', 'searchqa', "
      "'hotpotqa', 'chunk', 'sst_zeroshot', 'cola_zeroshot']"),
+    ({"task_names": ["SST-2", "rte"]}, "unknown tasks ['SST-2'] (did you mean 'sst'?); valid "
+     "tasks: ['cola', 'sst'"),
     ({"use_tfrecords_if_existing": True}, "no TFRecords to reuse"),
     ({"num_tpu_cores": 8}, "hparam 'num_tpu_cores': TPUStrategy replicates over every core"),
     ({"tpu_job_name": "worker"}, "hparam 'tpu_job_name': TPUClusterResolver finds"),
@@ -53,7 +55,8 @@ def test_config_errors_name_the_key(hparams, message):
 def test_the_registry_names_every_task_and_its_defaults():
     from electra_tf.finetuning import task_builder
 
-    with pytest.raises(ValueError, match=r"unknown task 'conll'; valid tasks: \['cola', .*'chunk'"):
+    with pytest.raises(ValueError, match=r"unknown task 'conll' \(did you mean 'cola'\?\); "
+                                         r"valid tasks: \['cola', .*'chunk'"):
         task_builder.get_task("conll")
     make = lambda name: finetuning_config.from_hparams(  # noqa: E731
         "m", "/nonexistent", {"task_names": [name]})
@@ -201,6 +204,34 @@ def test_the_pretrained_models_own_vocabulary_is_used_and_another_refused(finetu
     shutil.copy(other / "vocab.txt", finetuning_dir / "copy.txt")
     assert from_hparams("run", str(finetuning_dir), {
         **hparams, "vocab_file": str(finetuning_dir / "copy.txt")}).vocab_size == 30522
+
+
+def test_a_data_dir_that_does_not_exist_is_named(tmp_path):
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    missing = tmp_path / "no_such_dir"
+    with pytest.raises(ConfigError, match=f"--data_dir {missing} does not exist .*vocab.txt"):
+        run_finetuning.run(from_hparams("tiny", str(missing), {"task_names": ["sst"]}))
+
+
+def test_a_misspelled_model_name_lists_the_models_and_writes_nothing(finetuning_dir):
+    """The closest names first; no finetuning_models/<task>_run.json is left behind."""
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"]}
+    (finetuning_dir / "models" / "other").mkdir()
+    with pytest.raises(ConfigError) as error:
+        run_finetuning.run(from_hparams("tinny", str(finetuning_dir), hparams))
+    message = str(error.value)
+    assert "\n" not in message and "--model_name 'tinny'" in message
+    assert f"{finetuning_dir / 'models' / 'tinny'} does not exist (did you mean 'tiny'?)" in message
+    assert "['other', 'tiny']" in message and "init_checkpoint" in message
+    assert not (finetuning_dir / "models" / "tinny").exists()
+    with pytest.raises(ConfigError, match="models/other holds no pretrained model"):
+        run_finetuning.run(from_hparams("other", str(finetuning_dir), hparams))
+    assert list((finetuning_dir / "models" / "other").iterdir()) == []
 
 
 def _squad_v2(directory):

@@ -459,6 +459,21 @@ def test_missing_files_say_where_glue_goes(tmp_path):
         assert str(path) in str(error.value)
 
 
+@pytest.mark.parametrize("task, folder", [
+    ("cola", "CoLA"), ("sst", "SST-2"), ("mrpc", "MRPC"), ("sts", "STS-B"), ("qqp", "QQP"),
+    ("mnli", "MNLI"), ("qnli", "QNLI"), ("rte", "RTE"), ("wnli", "WNLI")])
+def test_glues_own_folder_names_are_read(tmp_path, task, folder):
+    """finetuning_data/SST-2/ as GLUE's download script names it; ours wins when both exist."""
+    from electra_tf.finetuning.config import from_hparams
+
+    write_task(tmp_path / "finetuning_data" / folder, task)
+    config = from_hparams("m", str(tmp_path), {"task_names": [task]})
+    dev = glue.get_task(task).dev_splits()[0]
+    assert len(glue.get_task(task).read_split(config, dev)) == SLICES["dev"][1]
+    write_task(tmp_path / "finetuning_data" / task, task)
+    assert glue.get_task(task).data_dir(config) == str(tmp_path / "finetuning_data" / task)
+
+
 def test_unknown_task_and_split(glue_dir):
     with pytest.raises(ValueError, match=r"unknown GLUE task 'sst2'; valid tasks: \['cola', "
                                          r"'sst', 'mrpc', 'sts', 'qqp', 'mnli', 'qnli', 'rte', "

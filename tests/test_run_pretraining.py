@@ -240,3 +240,15 @@ def test_evaluating_a_run_takes_the_hparams_not_given_from_it(data_dir):
     wider = config_lib.from_hparams("tiny", str(data_dir), {**evaluate, "embedding_size": 24})
     with pytest.raises(config_lib.ConfigError, match="embedding_size: 16 there, 24 now"):
         config_lib.check_resumable(wider, saved, saved_path)
+
+
+def test_a_data_dir_that_does_not_exist_is_named(tmp_path):
+    import run_pretraining
+    from conftest import tiny_config
+    from electra_tf import config as config_lib
+
+    missing = tmp_path / "no_such_dir"
+    with pytest.raises(config_lib.ConfigError, match=f"--data_dir {missing} does not exist "
+                                                     r"\(it should hold vocab.txt, "
+                                                     "pretrain_tfrecords/"):
+        run_pretraining.train_or_eval(tiny_config(missing), tf.distribute.get_strategy())

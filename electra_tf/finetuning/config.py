@@ -15,6 +15,7 @@ Resolution order (later wins), as the original:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 from typing import Any, ClassVar
@@ -157,7 +158,8 @@ def validate(c: FinetuningConfig) -> None:
     require(bool(c.task_names), "task_names", "name at least one task")
     unknown = [t for t in c.task_names if t not in task_builder.TASKS]
     require(not unknown, "task_names",
-            f"unknown tasks {unknown}; valid tasks: {list(task_builder.TASKS)}")
+            f"unknown tasks {unknown}{task_builder.did_you_mean(unknown)}; valid tasks: "
+            f"{list(task_builder.TASKS)}")
     require(len(set(c.task_names)) == len(c.task_names), "task_names", "a task appears twice")
     tasks = [task_builder.TASKS[name] for name in c.task_names]
     untrained = [task.name for task in tasks if not task.trainable]
@@ -224,6 +226,37 @@ def _choose_vocab(config: FinetuningConfig, architecture) -> None:
             f"hparam 'vocab_file' {config.vocab_file} ({len(ours)} tokens) is not the "
             f"vocabulary {own} ({len(theirs)} tokens) that the pretrained model "
             f"{architecture.source} was trained with; leave vocab_file out to use the model's")
+
+
+def check_locations(config: FinetuningConfig) -> None:
+    """Before anything is written: --data_dir exists, and --model_name names a pretrained
+    model when init_checkpoint is the default DATA_DIR/models/NAME (else the existing models
+    are listed). from_hparams does not check, so that configs can be built anywhere."""
+    from electra_tf import checkpoints
+
+    inputs = [config.vocab_file, config.init_checkpoint or ""]
+    if config.data_source == "files":
+        inputs += [config.raw_data_dir(name) for name in config.task_names]
+    config_lib.check_data_dir(config.data_dir, inputs)
+    if config.debug or config.init_checkpoint != config.pretrained_model_dir:
+        return
+    try:
+        checkpoints.read_architecture(config.pretrained_model_dir)
+        return
+    except checkpoints.NoPretrainedModel:
+        pass
+    models_dir = os.path.dirname(config.pretrained_model_dir)
+    names = sorted(os.path.basename(path.rstrip("/"))
+                   for path in tf.io.gfile.glob(os.path.join(models_dir, "*"))
+                   if tf.io.gfile.isdir(path))
+    close = difflib.get_close_matches(config.model_name, names, n=3)
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    where = ("does not exist" if not tf.io.gfile.isdir(config.pretrained_model_dir)
+             else "holds no pretrained model")
+    raise ConfigError(
+        f"--model_name {config.model_name!r}: {config.pretrained_model_dir} {where}{hint}; "
+        f"the models in {models_dir}: {names or 'none'} (or set init_checkpoint to a "
+        "pretrained model elsewhere)")
 
 
 def from_hparams(model_name: str, data_dir: str,

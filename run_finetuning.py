@@ -14,7 +14,8 @@ trial, and the median), the fine-tuned checkpoints under DATA_DIR/models/NAME/fi
 and with "write_test_outputs" the leaderboard files under DATA_DIR/models/NAME/test_predictions/.
 Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
 SIGTERM or Ctrl-C during training writes a checkpoint; rerunning the same command then resumes
-that trial and skips the finished ones.
+that trial and skips the trials that run finished. Rerunning a run that finished (or with other
+hparams) trains every trial afresh, as the original does.
 """
 
 from __future__ import annotations

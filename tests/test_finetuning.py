@@ -250,6 +250,42 @@ def _squad_v2(directory):
         (directory / f"{split}.json").write_text(json.dumps(data))
 
 
+def test_the_squad_v2_baseline_answers_nothing(tmp_path):
+    """The no-answer baseline scores the share of unanswerable questions; SQuAD 1.1 has
+    none."""
+    from electra_tf.finetuning import qa, squad
+    from electra_tf.finetuning.task import SplitData
+
+    _squad_v2(tmp_path / "squad")
+    path = str(tmp_path / "squad" / "dev.json")
+    config = finetuning_config.from_hparams("m", str(tmp_path), {"task_names": ["squad"]})
+    task = qa.TASKS[0]
+    dev = SplitData(task, "dev", {}, squad.read_squad(path, False, True), path=path)
+    baseline = task.baseline(config, dev, dev)
+    assert baseline.predicts == "no answer to every question"
+    assert baseline.metrics["exact"] == baseline.metrics["f1"] == pytest.approx(200 / 7)
+    assert (baseline.metrics["NoAns_exact"], baseline.metrics["HasAns_exact"]) == (100.0, 0.0)
+    assert qa.TASKS[1].baseline(config, dev, dev) is None
+
+
+def test_results_print_and_save_the_baselines_beside_the_scores(tmp_path, capsys):
+    import run_finetuning
+    from electra_tf.finetuning.task import Baseline
+
+    config = finetuning_config.from_hparams("m", str(tmp_path), {"task_names": ["sst"]})
+    summary = run_finetuning._write_results(
+        config, [{"sst": {"accuracy": 67.83}}],
+        {"sst": Baseline("majority class '1' of train", {"accuracy": 69.0})})
+    line = "sst: accuracy: 69.00 (baseline: majority class '1' of train)"
+    assert line in capsys.readouterr().out.splitlines()
+    results = tmp_path / "models" / "m" / "results"
+    assert (results / "sst_results.txt").read_text().splitlines() == [
+        "sst: accuracy: 67.83 (trial 1)", "sst: accuracy: 67.83 (median)", line]
+    assert json.loads((results / "sst_results.json").read_text())["baselines"] == \
+        summary["baselines"] == {"sst": {"predicts": "majority class '1' of train",
+                                         "accuracy": 69.0}}
+
+
 SQUAD_HPARAMS = {**TINY_FINETUNING, "task_names": ["squad"], "max_seq_length": 96,
                  "doc_stride": 48, "max_query_length": 24, "train_batch_size": 4,
                  "eval_batch_size": 4, "predict_batch_size": 4, "beam_size": 4,
@@ -337,6 +373,11 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
                           "sst,rte_results.json").read_text())
     assert summary["glue_score_median"] == pytest.approx(
         (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)
+    # Each task's majority-class baseline, of its training split (both are balanced: a tie
+    # goes to the first label).
+    assert summary["baselines"] == {
+        "sst": {"predicts": "majority class '0' of train", "accuracy": 50.0},
+        "rte": {"predicts": "majority class 'entailment' of train", "accuracy": 50.0}}
     # keep_all_models false: only the last trial's checkpoints stay (beside the record of
     # finished trials that a rerun resumes from).
     models = finetuning_dir / "models" / "tiny" / "finetuning_models"

@@ -40,7 +40,8 @@ from sklearn import metrics
 
 from electra_tf import files
 from electra_tf.finetuning.model import ClassificationHead
-from electra_tf.finetuning.task import INPUTS, DataError, SplitData, Task, cross_entropy
+from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
+                                        cross_entropy, most_frequent)
 
 if typing.TYPE_CHECKING:
     from electra_tf.finetuning.config import FinetuningConfig
@@ -168,6 +169,22 @@ class GlueTask(Task):
         labels = data.arrays["label"]
         return self.score(labels if self.is_regression else labels.astype(int),
                           self.predictions(outputs))
+
+    def baseline(self, config: FinetuningConfig, data: SplitData,
+                 fit: SplitData) -> Baseline:
+        """The majority class of `fit`, or for regression its mean score, predicted for every
+        example (data.examples: this task's, or a zero-shot task's of this task's files). A
+        constant has no correlation with the scores, so regression reports the MSE only."""
+        gold = np.array([self.label_id(e.label) for e in data.examples])
+        fitted = [self.label_id(e.label) for e in fit.examples]
+        if self.is_regression:
+            mean = float(np.mean(fitted))
+            mse = self.score(gold, np.full(len(gold), mean))["mse"]
+            return Baseline(f"mean score {mean * self.max_value + self.min_value:.2f} of "
+                            f"{fit.split}", {"mse": mse})
+        majority = most_frequent(fitted)
+        return Baseline(f"majority class {self.labels[majority]!r} of {fit.split}",
+                        self.score(gold, np.full(len(gold), majority)))
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: np.ndarray, tokenizer: WordPieceTokenizer,

@@ -96,21 +96,15 @@ def _read_summary(path: str) -> dict | None:
     return summary if isinstance(summary, dict) else None
 
 
-def _largest_id(files: list[str]) -> tuple[int, str]:
-    """The largest input id in the first records of every file, and a file holding it."""
-    def largest(path, record):
-        ids = tf.io.parse_single_example(record, {"input_ids": tf.io.VarLenFeature(tf.int64)})
-        return path, tf.reduce_max(ids["input_ids"].values)
-
+def _largest_id(files: list[str]) -> int:
+    """The largest input id in the first records of every file (-1 when none can be read)."""
+    spec = {"input_ids": tf.io.VarLenFeature(tf.int64)}
     ds = tf.data.Dataset.from_tensor_slices(files).interleave(
-        lambda path: tf.data.TFRecordDataset(path).take(_ID_RECORDS_PER_FILE).map(
-            lambda record: largest(path, record)),
+        lambda path: tf.data.TFRecordDataset(path).take(_ID_RECORDS_PER_FILE),
         cycle_length=min(16, len(files)), num_parallel_calls=tf.data.AUTOTUNE)
-    best, where = -1, files[0]
-    for path, value in ds.ignore_errors().as_numpy_iterator():
-        if value > best:
-            best, where = int(value), path.decode()
-    return best, where
+    ds = ds.ignore_errors().batch(4096).map(
+        lambda records: tf.reduce_max(tf.io.parse_example(records, spec)["input_ids"].values))
+    return max((int(value) for value in ds.as_numpy_iterator()), default=-1)
 
 
 def check_vocabulary(files: list[str], vocab_file: str) -> None:
@@ -134,8 +128,9 @@ def check_vocabulary(files: list[str], vocab_file: str) -> None:
                 f"{vocab_file} ({size} tokens) is not the vocabulary the TFRecords in "
                 f"{directory} were built with: {path} names {summary.get('vocab_file')} "
                 f"({summary.get('vocab_size', 'an unrecorded number of')} tokens); {fix}")
-    largest, where = _largest_id(files)
+    largest = _largest_id(files)
     if largest >= size:
+        where = next(path for path in files if _largest_id([path]) == largest)
         raise InputError(f"{where} holds token id {largest} but {vocab_file} has only {size} "
                          f"tokens: the TFRecords were built with another vocabulary; {fix}")
 

@@ -476,6 +476,16 @@ def _check_type(key: str, value: Any, types: dict[str, Any] = _TYPES) -> Any:
     return value
 
 
+def did_you_mean(names: list[str], choices) -> str:
+    """The hint ` (did you mean 'x' or 'y'?)` with the choices closest to the unknown names
+    (difflib; case ignored), or an empty string."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = list(dict.fromkeys(lowered[match] for name in names
+                               for match in difflib.get_close_matches(name.lower(), lowered,
+                                                                      n=3)))
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+
+
 def update(config, hparams: dict[str, Any]) -> None:
     """Sets hparams on a config dataclass, failing on unknown keys and wrong types."""
     cls = type(config)
@@ -483,9 +493,8 @@ def update(config, hparams: dict[str, Any]) -> None:
     types = typing.get_type_hints(cls)
     for key, value in hparams.items():
         if key not in keys:
-            close = difflib.get_close_matches(key, keys, n=3)
-            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-            raise ConfigError(f"unknown hparam {key!r}{hint}; every hparam is listed in "
+            raise ConfigError(f"unknown hparam {key!r}{did_you_mean([key], keys)}; every "
+                              "hparam is listed in "
                               f"{cls.HPARAMS_DOC}")
         setattr(config, key, _check_type(key, value, types))
 

@@ -15,7 +15,6 @@ Resolution order (later wins), as the original:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 from typing import Any, ClassVar
@@ -158,8 +157,8 @@ def validate(c: FinetuningConfig) -> None:
     require(bool(c.task_names), "task_names", "name at least one task")
     unknown = [t for t in c.task_names if t not in task_builder.TASKS]
     require(not unknown, "task_names",
-            f"unknown tasks {unknown}{task_builder.did_you_mean(unknown)}; valid tasks: "
-            f"{list(task_builder.TASKS)}")
+            f"unknown tasks {unknown}{config_lib.did_you_mean(unknown, task_builder.TASKS)}; "
+            f"valid tasks: {list(task_builder.TASKS)}")
     require(len(set(c.task_names)) == len(c.task_names), "task_names", "a task appears twice")
     tasks = [task_builder.TASKS[name] for name in c.task_names]
     untrained = [task.name for task in tasks if not task.trainable]
@@ -249,12 +248,11 @@ def check_locations(config: FinetuningConfig) -> None:
     names = sorted(os.path.basename(path.rstrip("/"))
                    for path in tf.io.gfile.glob(os.path.join(models_dir, "*"))
                    if tf.io.gfile.isdir(path))
-    close = difflib.get_close_matches(config.model_name, names, n=3)
-    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
     where = ("does not exist" if not tf.io.gfile.isdir(config.pretrained_model_dir)
              else "holds no pretrained model")
     raise ConfigError(
-        f"--model_name {config.model_name!r}: {config.pretrained_model_dir} {where}{hint}; "
+        f"--model_name {config.model_name!r}: {config.pretrained_model_dir} {where}"
+        f"{config_lib.did_you_mean([config.model_name], names)}; "
         f"the models in {models_dir}: {names or 'none'} (or set init_checkpoint to a "
         "pretrained model elsewhere)")
 

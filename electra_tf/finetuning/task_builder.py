@@ -6,8 +6,7 @@ new kind of task is one task.Task subclass whose instances are added to TASKS he
 
 from __future__ import annotations
 
-import difflib
-
+from electra_tf.config import did_you_mean
 from electra_tf.finetuning import glue, qa, tagging, zero_shot
 from electra_tf.finetuning.task import Task
 
@@ -15,16 +14,8 @@ TASKS: dict[str, Task] = {task.name: task for task in [
     *glue.TASKS.values(), *qa.TASKS, *tagging.TASKS, *zero_shot.TASKS]}
 
 
-def did_you_mean(names: list[str]) -> str:
-    """The hint ` (did you mean 'sst'?)` with the task names closest to the unknown `names`
-    (difflib), or an empty string."""
-    close = {match for name in names
-             for match in difflib.get_close_matches(name.lower(), TASKS, n=2)}
-    return f" (did you mean {' or '.join(map(repr, sorted(close)))}?)" if close else ""
-
-
 def get_task(name: str) -> Task:
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}{did_you_mean([name])}; valid tasks: "
+        raise ValueError(f"unknown task {name!r}{did_you_mean([name], TASKS)}; valid tasks: "
                          f"{list(TASKS)}")
     return TASKS[name]

@@ -10,11 +10,13 @@ distributes them, SQuAD's json, MRQA's jsonl, CoNLL-2000's text; or "data_source
 the pretrained discriminator from DATA_DIR/models/NAME/discriminator.keras (run_pretraining.py's
 export; or "init_checkpoint"). Trains num_trials times with seeds seed, seed + 1, ..., evaluates
 on the dev sets and writes DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every
-trial, and the median), the fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/,
+trial, the median, and each task's baseline: what a trivial prediction such as the majority
+class scores), the fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/,
 and with "write_test_outputs" the leaderboard files under DATA_DIR/models/NAME/test_predictions/.
 Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
 SIGTERM or Ctrl-C during training writes a checkpoint; rerunning the same command then resumes
-that trial and skips the finished ones.
+that trial and skips the trials that run finished. Rerunning a run that finished (or with other
+hparams) trains every trial afresh, as the original does.
 """
 
 from __future__ import annotations
@@ -41,13 +43,30 @@ def _median(trials: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, fl
                    for metric in trials[0][task]} for task in trials[0]}
 
 
-def _write_results(config, trials: list[dict[str, dict[str, float]]]) -> dict:
-    """The original's results.txt lines ("task: metric: value - ...") per trial, plus JSON."""
+def _baselines(config, dev_data: list, train_splits: dict) -> dict:
+    """Each dev split's Task.baseline (result name -> Baseline), fitted on the task's training
+    split when the run read it, else on the dev split itself."""
+    baselines = {}
+    for data in dev_data:
+        found = data.task.baseline(config, data, train_splits.get(data.task.name, data))
+        if found is not None:
+            baselines[data.task.result_name(data.split)] = found
+    return baselines
+
+
+def _write_results(config, trials: list[dict[str, dict[str, float]]],
+                   baselines: dict | None = None) -> dict:
+    """The original's results.txt lines ("task: metric: value - ...") per trial, plus JSON;
+    then each task's baseline (a trivial prediction's scores, Task.baseline) in the same
+    form, "(baseline: what it predicts)"."""
     from electra_tf import files
     from electra_tf.finetuning import glue, trainer
 
     median = _median(trials)
-    summary = {"trials": trials, "median": median}
+    baselines = baselines or {}
+    summary = {"trials": trials, "median": median,
+               "baselines": {name: {"predicts": b.predicts, **b.metrics}
+                             for name, b in baselines.items()}}
     glue_results = {name: median[name] for name in median
                     if name in glue.TASKS and name != "wnli"}
     if glue_results:
@@ -58,6 +77,10 @@ def _write_results(config, trials: list[dict[str, dict[str, float]]]) -> dict:
         for task, metrics in results.items():
             lines.append(f"{task}: " + " - ".join(f"{k}: {v:.2f}" for k, v in metrics.items())
                          + f" ({label})")
+    for task, baseline in baselines.items():
+        lines.append(f"{task}: " + " - ".join(f"{k}: {v:.2f}" for k, v in
+                                              baseline.metrics.items())
+                     + f" (baseline: {baseline.predicts})")
     for extension, text in (("txt", "\n".join(lines) + "\n"),
                             ("json", json.dumps(summary, indent=2))):
         files.write_atomically(trainer.results_path(config, extension), text)
@@ -146,8 +169,10 @@ def run(config, strategy=None) -> dict:
     import tensorflow as tf
 
     from electra_tf import training
+    from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning import trainer
 
+    finetuning_config.check_locations(config)
     if strategy is None:
         strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
                                           config.gcp_project)
@@ -160,11 +185,13 @@ def run(config, strategy=None) -> dict:
     def load(task, split):
         return trainer.load_split(config, tasks, task, split, tokenizer)
 
-    train_data = None
-    if config.do_train:
-        train_data = trainer.concatenate([load(task, "train").arrays for task in tasks])
+    train_splits = {task.name: load(task, "train") for task in tasks} if config.do_train else {}
+    train_data = (trainer.concatenate([split.arrays for split in train_splits.values()])
+                  if config.do_train else None)
     dev_data = ([load(task, split) for task in tasks for split in task.dev_splits(config)]
                 if config.do_eval else [])
+    baselines = _baselines(config, dev_data, train_splits)
+    del train_splits  # their examples are no longer needed
     # Read before training, so that a missing or bad test file stops the run at once.
     test_data = []
     if config.write_test_outputs and config.n_writes_test >= 1:
@@ -220,7 +247,7 @@ def run(config, strategy=None) -> dict:
                 results[data.task.result_name(data.split)] = trainer.evaluate(
                     config, model, data, tokenizer, trial)
             trials.append(results)
-            _write_results(config, trials)
+            _write_results(config, trials, baselines)
         if trial <= config.n_writes_test:
             for data in test_data:
                 written = trainer.write_test_outputs(config, model, data, tokenizer,

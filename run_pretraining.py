@@ -153,6 +153,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     from electra_tf import config as config_lib
     from electra_tf import data, health, pretraining, resume, training
 
+    config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
     if len(vocab) > config.vocab_size:
@@ -161,6 +162,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
             f"{len(vocab)} tokens; remove vocab_size to take it from the file")
     pattern = config.pretrain_tfrecords if config.do_train else config.eval_tfrecords
     files = data.check_files(pattern, config.max_seq_length)
+    data.check_vocabulary(files, config.vocab_file)
 
     replicas = strategy.num_replicas_in_sync
     batch_size = config.train_batch_size if config.do_train else config.eval_batch_size

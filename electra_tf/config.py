@@ -318,6 +318,44 @@ def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str
                           "or a new --model_name")
 
 
+# Never taken from a saved run (saved_hparams): whether this command trains or evaluates, where
+# its outputs go, and init_checkpoint, which only starts a run.
+_NOT_INHERITED = ("do_train", "do_eval", "init_checkpoint", "model_dir", "results_txt",
+                  "results_pkl")
+# Spellings of one setting (resolve_spellings): giving one of them takes none of the others.
+_SPELLING_GROUPS = (("objective", "electra_objective", "electric_objective"),
+                    ("embedding_sharing", "untied_generator_embeddings"))
+
+
+def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
+    """The hparams the user did not give, from the run whose checkpoints are in model_dir (its
+    pretrain_config.json), so that resuming or evaluating a run needs only what changes. File
+    locations the saved run derived from its data_dir are derived anew (the data may have
+    moved); those it was given are taken. Empty without a checkpoint or a readable file."""
+    path = os.path.join(model_dir, "pretrain_config.json")
+    if not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*")):
+        return {}
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            saved = json.load(f)
+    except (tf.errors.NotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return {}  # run_pretraining.py says it is damaged; check_resumable then has no record
+    if not isinstance(saved, dict):
+        return {}
+    given = set(user)
+    for group in _SPELLING_GROUPS:
+        if given & set(group):
+            given |= set(group)
+    saved_dir = saved.get("data_dir", "")
+    derived = {"pretrain_tfrecords": os.path.join(saved_dir, "pretrain_tfrecords",
+                                                  "pretrain_data.tfrecord*"),
+               "vocab_file": os.path.join(saved_dir, "vocab.txt"),
+               "eval_tfrecords": saved.get("pretrain_tfrecords")}
+    return {key: value for key, value in saved.items()
+            if key in valid_keys() and key not in given and key not in _NOT_INHERITED
+            and (key not in derived or value != derived[key])}
+
+
 def saved_config(saved: dict[str, Any]) -> PretrainingConfig:
     """The config of a run's saved pretrain_config.json."""
     return PretrainingConfig(**{k: v for k, v in saved.items() if k in _FIELDS})
@@ -439,6 +477,16 @@ def _check_type(key: str, value: Any, types: dict[str, Any] = _TYPES) -> Any:
     return value
 
 
+def did_you_mean(names: list[str], choices) -> str:
+    """The hint ` (did you mean 'x' or 'y'?)` with the choices closest to the unknown names
+    (difflib; case ignored), or an empty string."""
+    lowered = {choice.lower(): choice for choice in choices}
+    close = list(dict.fromkeys(lowered[match] for name in names
+                               for match in difflib.get_close_matches(name.lower(), lowered,
+                                                                      n=3)))
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+
+
 def update(config, hparams: dict[str, Any]) -> None:
     """Sets hparams on a config dataclass, failing on unknown keys and wrong types."""
     cls = type(config)
@@ -446,9 +494,8 @@ def update(config, hparams: dict[str, Any]) -> None:
     types = typing.get_type_hints(cls)
     for key, value in hparams.items():
         if key not in keys:
-            close = difflib.get_close_matches(key, keys, n=3)
-            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-            raise ConfigError(f"unknown hparam {key!r}{hint}; every hparam is listed in "
+            raise ConfigError(f"unknown hparam {key!r}{did_you_mean([key], keys)}; every "
+                              "hparam is listed in "
                               f"{cls.HPARAMS_DOC}")
         setattr(config, key, _check_type(key, value, types))
 
@@ -586,6 +633,19 @@ def _validate_objective(c: PretrainingConfig) -> None:
     require(c.adversarial_mlm_weight >= 0, "adversarial_mlm_weight", "must be >= 0")
 
 
+def check_data_dir(data_dir: str, inputs: list[str]) -> None:
+    """Fails naming --data_dir when it does not exist and an input is to be read from inside it,
+    rather than naming the first file missing there."""
+    if tf.io.gfile.isdir(data_dir):
+        return
+    root = os.path.join(os.path.normpath(data_dir), "")
+    inside = [os.path.relpath(path, data_dir) for path in inputs
+              if path and os.path.normpath(path).startswith(root)]
+    if inside:
+        raise ConfigError(f"--data_dir {data_dir} does not exist (it should hold "
+                          f"{', '.join(inside)}); check the path")
+
+
 def from_hparams(model_name: str, data_dir: str,
                  hparams: str | dict | None = None) -> PretrainingConfig:
     """Builds the config the way the original's PretrainingConfig(model_name, data_dir, **hparams)
@@ -595,6 +655,8 @@ def from_hparams(model_name: str, data_dir: str,
     if not data_dir:
         raise ConfigError("--data_dir is required (holds pretrain_tfrecords/, vocab.txt, models/)")
     user = load_hparams(hparams)
+    model_dir = user.get("model_dir") or os.path.join(data_dir, "models", model_name)
+    user = {**saved_hparams(model_dir, user), **user}
     config = PretrainingConfig(model_name=model_name, data_dir=data_dir)
     update(config, {k: v for k, v in user.items() if k in ("model_size", "init_checkpoint")})
     architecture = pretrained_architecture(config, user, config.init_checkpoint)

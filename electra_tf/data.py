@@ -10,10 +10,18 @@ batches, and a checkpointed iterator continues them exactly. Local paths and gs:
 
 from __future__ import annotations
 
+import json
+import os
+
 import tensorflow as tf
 from google.protobuf import message
 
+from electra_tf import tokenization
+
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+# What pretrain_data/build_pretraining_dataset.py writes beside its shards, with its vocabulary.
+BUILD_SUMMARY = "build_summary.json"
+_ID_RECORDS_PER_FILE = 16  # the first records of each file whose largest token id is checked
 
 
 class InputError(ValueError):
@@ -75,6 +83,56 @@ def check_files(patterns: str, max_seq_length: int) -> list[str]:
                     f"{max_seq_length}; rebuild the data with --max_seq_length "
                     f"{max_seq_length} or set the max_seq_length hparam to {length}")
     return files
+
+
+def _read_summary(path: str) -> dict | None:
+    """A builder's summary; None when there is none or it cannot be read (the ids are still
+    checked)."""
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            summary = json.load(f)
+    except (tf.errors.NotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def _largest_id(files: list[str]) -> int:
+    """The largest input id in the first records of every file (-1 when none can be read)."""
+    spec = {"input_ids": tf.io.VarLenFeature(tf.int64)}
+    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda path: tf.data.TFRecordDataset(path).take(_ID_RECORDS_PER_FILE),
+        cycle_length=min(16, len(files)), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.ignore_errors().batch(4096).map(
+        lambda records: tf.reduce_max(tf.io.parse_example(records, spec)["input_ids"].values))
+    return max((int(value) for value in ds.as_numpy_iterator()), default=-1)
+
+
+def check_vocabulary(files: list[str], vocab_file: str) -> None:
+    """Fails naming both files when the vocabulary is not the one the TFRecords were built
+    with: another size or fingerprint than the builder's build_summary.json beside them records
+    (a summary without a fingerprint, written before it was recorded: the size only), or a
+    token id in their first records beyond the vocabulary."""
+    tokens = tokenization.read_vocab(vocab_file)
+    size = len(tokens)
+    fix = (f"rebuild them with pretrain_data/build_pretraining_dataset.py --vocab_file "
+           f"{vocab_file}, or set the vocab_file hparam to the vocabulary they were built with")
+    for directory in sorted({os.path.dirname(path) for path in files}):
+        path = os.path.join(directory, BUILD_SUMMARY)
+        summary = _read_summary(path)
+        if summary is None:
+            continue
+        theirs = summary.get("vocab_fingerprint")
+        if summary.get("vocab_size", size) != size or (
+                theirs is not None and theirs != tokenization.vocab_fingerprint(tokens)):
+            raise InputError(
+                f"{vocab_file} ({size} tokens) is not the vocabulary the TFRecords in "
+                f"{directory} were built with: {path} names {summary.get('vocab_file')} "
+                f"({summary.get('vocab_size', 'an unrecorded number of')} tokens); {fix}")
+    largest = _largest_id(files)
+    if largest >= size:
+        where = next(path for path in files if _largest_id([path]) == largest)
+        raise InputError(f"{where} holds token id {largest} but {vocab_file} has only {size} "
+                         f"tokens: the TFRecords were built with another vocabulary; {fix}")
 
 
 def find_unreadable(files: list[str]) -> tuple[str, str] | None:

@@ -19,6 +19,7 @@ tensorflow-text counts in bytes) take the slower BasicTokenizer + WordpieceToken
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import re
 import unicodedata
@@ -108,6 +109,12 @@ def read_vocab(vocab_file: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()  # the final newline
     return [line.strip() for line in lines]  # as the original's load_vocab
+
+
+def vocab_fingerprint(tokens: Sequence[str]) -> str:
+    """A short hash of the tokens in id order: two vocabularies with the same fingerprint give
+    every token the same id (line endings and the final newline do not count)."""
+    return "sha256:" + hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()[:16]
 
 
 class WordPieceTokenizer:

@@ -684,7 +684,8 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
 
     from electra_tf import tokenization
 
-    tokenization.check_vocab(tokenization.read_vocab(vocab_file), vocab_file)  # before any worker
+    tokens = tokenization.read_vocab(vocab_file)
+    tokenization.check_vocab(tokens, vocab_file)  # before any worker
     subdirectories: list[str] = []
     if source is None:
         files, subdirectories = _corpus_files(corpus_dir)
@@ -743,7 +744,10 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
                "dropped_share": dropped_share,
                "padding_fraction": 1 - total.tokens / (total.examples * max_seq_length),
                "max_seq_length": max_seq_length, "num_out_files": num_out_files,
-               "num_processes": num_processes, "vocab_file": vocab_file, "seed": seed,
+               "num_processes": num_processes, "vocab_file": vocab_file,
+               # run_pretraining.py checks its vocabulary against these (data.check_vocabulary)
+               "vocab_size": len(tokens),
+               "vocab_fingerprint": tokenization.vocab_fingerprint(tokens), "seed": seed,
                "do_lower_case": do_lower_case, "do_strip_accents": do_strip_accents,
                "max_line_chars": max_line_chars}
     with tf.io.gfile.GFile(os.path.join(output_dir, "build_summary.json"), "w") as f:

@@ -39,6 +39,17 @@ def test_help_exits_0_and_points_to_the_reference():
         assert "flags:" in out and "--" in out, script
 
 
+def test_run_finetunings_help_says_what_a_rerun_does():
+    """--help prints the module docstring: a finished run is retrained, as the original does
+    (test_resilience checks the behaviour), only an interrupted one skips its finished trials."""
+    import run_finetuning
+
+    doc = " ".join(run_finetuning.__doc__.split())
+    assert "resumes that trial and skips the trials that run finished" in doc
+    assert "Rerunning a run that finished (or with other hparams) trains every trial afresh, " \
+        "as the original does" in doc
+
+
 def test_a_usage_error_is_one_line_without_the_help():
     # The same cli.run serves every command (the --help test shows each uses it).
     results = _run_all(["--no_such_flag=1"],

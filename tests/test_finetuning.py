@@ -35,6 +35,8 @@ def test_per_task_and_per_size_defaults_as_the_original():
      "unknown tasks ['glue']; valid tasks: ['cola', 'sst', 'mrpc', 'sts', 'qqp', 'mnli', 'qnli', "
      "'rte', 'wnli', 'squad', 'squadv1', 'newsqa', 'naturalqs', 'triviaqa', 'searchqa', "
      "'hotpotqa', 'chunk', 'pos', 'sst_zeroshot', 'cola_zeroshot']"),
+    ({"task_names": ["SST-2", "rte"]}, "unknown tasks ['SST-2'] (did you mean 'sst'?); valid "
+     "tasks: ['cola', 'sst'"),
     ({"use_tfrecords_if_existing": True}, "no TFRecords to reuse"),
     ({"num_tpu_cores": 8}, "hparam 'num_tpu_cores': TPUStrategy replicates over every core"),
     ({"tpu_job_name": "worker"}, "hparam 'tpu_job_name': TPUClusterResolver finds"),
@@ -53,7 +55,8 @@ def test_config_errors_name_the_key(hparams, message):
 def test_the_registry_names_every_task_and_its_defaults():
     from electra_tf.finetuning import task_builder
 
-    with pytest.raises(ValueError, match=r"unknown task 'conll'; valid tasks: \['cola', .*'chunk'"):
+    with pytest.raises(ValueError, match=r"unknown task 'conll' \(did you mean 'cola'\?\); "
+                                         r"valid tasks: \['cola', .*'chunk'"):
         task_builder.get_task("conll")
     make = lambda name: finetuning_config.from_hparams(  # noqa: E731
         "m", "/nonexistent", {"task_names": [name]})
@@ -177,6 +180,61 @@ def test_mismatched_init_checkpoint_names_both(finetuning_dir):
         run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
 
 
+def test_the_pretrained_models_own_vocabulary_is_used_and_another_refused(finetuning_dir):
+    """A model pretrained elsewhere with BERT's 30,522 tokens beside it, and DATA_DIR/vocab.txt
+    another (smaller) vocabulary: the model's own is used; the other, given, is refused naming
+    both files."""
+    from electra_tf.finetuning.config import from_hparams
+
+    other = finetuning_dir / "elsewhere" / "electra"
+    other.mkdir(parents=True)
+    shutil.copy(finetuning_dir / "models" / "tiny" / "discriminator.keras", other)
+    shutil.copy(finetuning_dir / "vocab.txt", other / "vocab.txt")
+    tokens = (other / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (finetuning_dir / "vocab.txt").write_text("\n".join(tokens[:4370]) + "\n", encoding="utf-8")
+    hparams = {"task_names": ["sst"], "init_checkpoint": str(other)}
+    config = from_hparams("run", str(finetuning_dir), hparams)
+    assert config.vocab_file == str(other / "vocab.txt") and config.vocab_size == 30522
+    given = {**hparams, "vocab_file": str(finetuning_dir / "vocab.txt")}
+    with pytest.raises(ConfigError) as error:
+        from_hparams("run", str(finetuning_dir), given)
+    message = str(error.value)
+    assert "\n" not in message and "leave vocab_file out" in message
+    assert str(finetuning_dir / "vocab.txt") in message and str(other / "vocab.txt") in message
+    # The same tokens in another file are the same vocabulary.
+    shutil.copy(other / "vocab.txt", finetuning_dir / "copy.txt")
+    assert from_hparams("run", str(finetuning_dir), {
+        **hparams, "vocab_file": str(finetuning_dir / "copy.txt")}).vocab_size == 30522
+
+
+def test_a_data_dir_that_does_not_exist_is_named(tmp_path):
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    missing = tmp_path / "no_such_dir"
+    with pytest.raises(ConfigError, match=f"--data_dir {missing} does not exist .*vocab.txt"):
+        run_finetuning.run(from_hparams("tiny", str(missing), {"task_names": ["sst"]}))
+
+
+def test_a_misspelled_model_name_lists_the_models_and_writes_nothing(finetuning_dir):
+    """The closest names first; no finetuning_models/<task>_run.json is left behind."""
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    hparams = {**TINY_FINETUNING, "task_names": ["sst"]}
+    (finetuning_dir / "models" / "other").mkdir()
+    with pytest.raises(ConfigError) as error:
+        run_finetuning.run(from_hparams("tinny", str(finetuning_dir), hparams))
+    message = str(error.value)
+    assert "\n" not in message and "--model_name 'tinny'" in message
+    assert f"{finetuning_dir / 'models' / 'tinny'} does not exist (did you mean 'tiny'?)" in message
+    assert "['other', 'tiny']" in message and "init_checkpoint" in message
+    assert not (finetuning_dir / "models" / "tinny").exists()
+    with pytest.raises(ConfigError, match="models/other holds no pretrained model"):
+        run_finetuning.run(from_hparams("other", str(finetuning_dir), hparams))
+    assert list((finetuning_dir / "models" / "other").iterdir()) == []
+
+
 def _squad_v2(directory):
     """The shared SQuAD sample plus two unanswerable questions, as SQuAD 2.0 files."""
     data = json.loads((TEST_DATA / "squad_v1_sample.json").read_text())
@@ -191,6 +249,42 @@ def _squad_v2(directory):
     directory.mkdir(parents=True)
     for split in ("train", "dev", "test"):
         (directory / f"{split}.json").write_text(json.dumps(data))
+
+
+def test_the_squad_v2_baseline_answers_nothing(tmp_path):
+    """The no-answer baseline scores the share of unanswerable questions; SQuAD 1.1 has
+    none."""
+    from electra_tf.finetuning import qa, squad
+    from electra_tf.finetuning.task import SplitData
+
+    _squad_v2(tmp_path / "squad")
+    path = str(tmp_path / "squad" / "dev.json")
+    config = finetuning_config.from_hparams("m", str(tmp_path), {"task_names": ["squad"]})
+    task = qa.TASKS[0]
+    dev = SplitData(task, "dev", {}, squad.read_squad(path, False, True), path=path)
+    baseline = task.baseline(config, dev, dev)
+    assert baseline.predicts == "no answer to every question"
+    assert baseline.metrics["exact"] == baseline.metrics["f1"] == pytest.approx(200 / 7)
+    assert (baseline.metrics["NoAns_exact"], baseline.metrics["HasAns_exact"]) == (100.0, 0.0)
+    assert qa.TASKS[1].baseline(config, dev, dev) is None
+
+
+def test_results_print_and_save_the_baselines_beside_the_scores(tmp_path, capsys):
+    import run_finetuning
+    from electra_tf.finetuning.task import Baseline
+
+    config = finetuning_config.from_hparams("m", str(tmp_path), {"task_names": ["sst"]})
+    summary = run_finetuning._write_results(
+        config, [{"sst": {"accuracy": 67.83}}],
+        {"sst": Baseline("majority class '1' of train", {"accuracy": 69.0})})
+    line = "sst: accuracy: 69.00 (baseline: majority class '1' of train)"
+    assert line in capsys.readouterr().out.splitlines()
+    results = tmp_path / "models" / "m" / "results"
+    assert (results / "sst_results.txt").read_text().splitlines() == [
+        "sst: accuracy: 67.83 (trial 1)", "sst: accuracy: 67.83 (median)", line]
+    assert json.loads((results / "sst_results.json").read_text())["baselines"] == \
+        summary["baselines"] == {"sst": {"predicts": "majority class '1' of train",
+                                         "accuracy": 69.0}}
 
 
 SQUAD_HPARAMS = {**TINY_FINETUNING, "task_names": ["squad"], "max_seq_length": 96,
@@ -280,6 +374,11 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
                           "sst,rte_results.json").read_text())
     assert summary["glue_score_median"] == pytest.approx(
         (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)
+    # Each task's majority-class baseline, of its training split (both are balanced: a tie
+    # goes to the first label).
+    assert summary["baselines"] == {
+        "sst": {"predicts": "majority class '0' of train", "accuracy": 50.0},
+        "rte": {"predicts": "majority class 'entailment' of train", "accuracy": 50.0}}
     # keep_all_models false: only the last trial's checkpoints stay (beside the record of
     # finished trials that a rerun resumes from).
     models = finetuning_dir / "models" / "tiny" / "finetuning_models"

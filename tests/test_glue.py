@@ -459,6 +459,53 @@ def test_missing_files_say_where_glue_goes(tmp_path):
         assert str(path) in str(error.value)
 
 
+@pytest.mark.parametrize("task, folder", [
+    ("cola", "CoLA"), ("sst", "SST-2"), ("mrpc", "MRPC"), ("sts", "STS-B"), ("qqp", "QQP"),
+    ("mnli", "MNLI"), ("qnli", "QNLI"), ("rte", "RTE"), ("wnli", "WNLI")])
+def test_glues_own_folder_names_are_read(tmp_path, task, folder):
+    """finetuning_data/SST-2/ as GLUE's download script names it; ours wins when both exist."""
+    from electra_tf.finetuning.config import from_hparams
+
+    write_task(tmp_path / "finetuning_data" / folder, task)
+    config = from_hparams("m", str(tmp_path), {"task_names": [task]})
+    dev = glue.get_task(task).dev_splits()[0]
+    assert len(glue.get_task(task).read_split(config, dev)) == SLICES["dev"][1]
+    write_task(tmp_path / "finetuning_data" / task, task)
+    assert glue.get_task(task).data_dir(config) == str(tmp_path / "finetuning_data" / task)
+
+
+def test_the_baseline_predicts_the_majority_class_or_the_mean_score():
+    """Fitted on the training split's labels, scored on the dev split by the task's metrics;
+    regression reports the MSE (a constant has no correlation); zero-shot tasks take their
+    GLUE task's."""
+    from electra_tf.finetuning import zero_shot
+    from electra_tf.finetuning.task import SplitData
+
+    def split(task, name, labels, text_b=None):
+        return SplitData(task, name, {}, [Example(i, "text", text_b, label)
+                                          for i, label in enumerate(labels)])
+
+    sst = glue.get_task("sst")
+    baseline = sst.baseline(None, split(sst, "dev", ["1", "0", "0", "0"]),
+                            split(sst, "train", ["1", "1", "0"]))
+    assert baseline.predicts == "majority class '1' of train"
+    assert baseline.metrics == {"accuracy": 25.0}
+    cola = glue.get_task("cola")
+    assert cola.baseline(None, split(cola, "dev", ["1", "1", "0"]),
+                         split(cola, "train", ["1", "0"])).metrics == {  # a tie: the first
+        "accuracy": pytest.approx(100 / 3), "mcc": 0.0}
+    sts = glue.get_task("sts")
+    baseline = sts.baseline(None, split(sts, "dev", [0.0, 5.0], "b"),
+                            split(sts, "train", [1.0, 3.0], "b"))
+    # The mean 2.0 is 0.4 on the 0-1 scale: ((0.4 - 0)^2 + (0.4 - 1)^2) / 2.
+    assert baseline.predicts == "mean score 2.00 of train"
+    assert baseline.metrics == {"mse": pytest.approx(0.26)}
+    zero = zero_shot.TASKS[0]
+    dev = split(zero, "dev", ["0", "1", "1"])
+    assert zero.baseline(None, dev, dev) == sst.baseline(None, dev, dev)
+    assert zero.baseline(None, dev, dev).predicts == "majority class '1' of dev"
+
+
 def test_unknown_task_and_split(glue_dir):
     with pytest.raises(ValueError, match=r"unknown GLUE task 'sst2'; valid tasks: \['cola', "
                                          r"'sst', 'mrpc', 'sts', 'qqp', 'mnli', 'qnli', 'rte', "

@@ -534,3 +534,40 @@ def test_built_records_feed_a_pretraining_step(tmp_path):
     step(iter(tf.data.Dataset.from_tensors(batch).repeat()), tf.constant(1))
     results = state.metrics.results()
     assert int(state.optimizer.iterations) == 1 and np.isfinite(results["loss"])
+
+
+def test_the_summary_records_the_vocabulary_that_pretraining_checks(tmp_path):
+    """build_summary.json records the vocabulary's size and fingerprint; data.check_vocabulary
+    refuses another vocabulary (one line naming both files), also with a summary written before
+    the fingerprint was recorded, or none (then by the largest id in the first records)."""
+    from electra_tf import tokenization
+
+    corpus = _corpus(tmp_path, a_txt=SAMPLE_TEXT.read_text(encoding="utf-8"))
+    out = tmp_path / "out"
+    summary = _build(corpus, out, num_out_files=2)
+    tokens = tokenization.read_vocab(str(BERT_VOCAB))
+    assert summary["vocab_size"] == len(tokens) == 30522
+    assert summary["vocab_fingerprint"] == tokenization.vocab_fingerprint(tokens)
+    files = _shards(out)
+    data.check_vocabulary(files, str(BERT_VOCAB))  # the builder's own vocabulary passes
+
+    swapped = tmp_path / "swapped.txt"  # same size, two tokens swapped: other ids
+    swapped.write_text("\n".join([*tokens[:1000], tokens[1001], tokens[1000], *tokens[1002:]])
+                       + "\n", encoding="utf-8")
+    with pytest.raises(data.InputError) as error:
+        data.check_vocabulary(files, str(swapped))
+    message = str(error.value)
+    assert "\n" not in message and str(swapped) in message and str(BERT_VOCAB) in message
+    assert str(out / "build_summary.json") in message and "--vocab_file" in message
+
+    small = tmp_path / "small.txt"
+    small.write_text("\n".join(tokens[:4370]) + "\n", encoding="utf-8")
+    old = {k: v for k, v in summary.items() if k not in ("vocab_size", "vocab_fingerprint")}
+    (out / "build_summary.json").write_text(json.dumps(old))  # an older builder's summary
+    with pytest.raises(data.InputError, match=r"holds token id \d+ but .*small.txt has only "
+                                              r"4370 tokens"):
+        data.check_vocabulary(files, str(small))
+    data.check_vocabulary(files, str(swapped))  # neither size nor fingerprint recorded
+    (out / "build_summary.json").unlink()
+    with pytest.raises(data.InputError, match="holds token id"):
+        data.check_vocabulary(files, str(small))

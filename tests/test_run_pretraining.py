@@ -87,8 +87,9 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     assert "resuming at step 4 with changed hparams: num_train_steps 4 -> 6" in out
     assert "step 6 probe: probe_train_accuracy" in out and "probe_dev_unseen_accuracy" in out
     changes = json.loads((model_dir / "hparam_changes.json").read_text())
+    # text_summary_steps, not given this time, is the saved run's (config.saved_hparams).
     assert changes == [{"step": 4, "changed": {
-        "num_train_steps": [4, 6], "text_summary_steps": [2, 5000],
+        "num_train_steps": [4, 6],
         "probe_task": [str(data_dir / "finetuning_data" / "sst"), probe["probe_task"]]}}]
     assert json.loads((model_dir / "pretrain_config.json").read_text())["num_train_steps"] == 6
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-6")
@@ -196,3 +197,68 @@ def test_resuming_with_other_model_shapes_fails_naming_the_keys(data_dir):
                         expect_failure=True)
     assert result.returncode != 0
     assert "embedding_size: 16 there, 24 now" in result.stderr, result.stderr[-2000:]
+
+
+def test_a_vocabulary_smaller_than_the_records_ids_fails_before_the_model(data_dir):
+    """In process: the check runs before the model is built, and nothing is written to the
+    model dir."""
+    import run_pretraining
+    from conftest import BERT_VOCAB, tiny_config
+    from electra_tf import data
+
+    tokens = BERT_VOCAB.read_text(encoding="utf-8").splitlines()
+    (data_dir / "vocab.txt").write_text("\n".join(tokens[:4370]) + "\n", encoding="utf-8")
+    config = tiny_config(data_dir, num_train_steps=2)
+    assert config.vocab_size == 4370
+    with pytest.raises(data.InputError) as error:
+        run_pretraining.train_or_eval(config, tf.distribute.get_strategy())
+    assert "\n" not in str(error.value)
+    assert str(data_dir / "vocab.txt") in str(error.value)
+    assert "pretrain_data.tfrecord" in str(error.value) and "--vocab_file" in str(error.value)
+    assert not (data_dir / "models").exists()
+
+
+def test_evaluating_a_run_takes_the_hparams_not_given_from_it(data_dir):
+    """{"do_train": false, "do_eval": true} evaluates a run pretrained with other shapes than
+    the defaults; a shape given that differs is still refused; without a checkpoint nothing is
+    taken."""
+    from conftest import tiny_config
+    from electra_tf import config as config_lib
+
+    trained = tiny_config(data_dir, num_train_steps=4, generator_hidden_size=0.5,
+                          objective="electric")
+    model_dir = data_dir / "models" / "tiny"
+    model_dir.mkdir(parents=True)
+    saved_path = str(model_dir / "pretrain_config.json")
+    (model_dir / "pretrain_config.json").write_text(trained.to_json())
+    saved = json.loads(trained.to_json())
+    evaluate = {"do_train": False, "do_eval": True}
+    assert config_lib.from_hparams("tiny", str(data_dir), evaluate).embedding_size == 128
+
+    (model_dir / "ckpt-4.index").write_bytes(b"")
+    config = config_lib.from_hparams("tiny", str(data_dir), evaluate)
+    config_lib.check_resumable(config, saved, saved_path)
+    assert (config.do_train, config.do_eval, config.model_dir) == (False, True, str(model_dir))
+    assert config.bert_config() == trained.bert_config()
+    assert (config.objective, config.generator_hidden_size, config.num_train_steps) == \
+        ("electric", 0.5, 4)
+    # Another spelling of the objective is the user's: the saved ones are not taken with it.
+    mlm = config_lib.from_hparams("tiny", str(data_dir), {**evaluate, "electra_objective": False})
+    assert mlm.objective == "mlm"
+    with pytest.raises(config_lib.ConfigError, match="objective: 'electric' there, 'mlm' now"):
+        config_lib.check_resumable(mlm, saved, saved_path)
+    wider = config_lib.from_hparams("tiny", str(data_dir), {**evaluate, "embedding_size": 24})
+    with pytest.raises(config_lib.ConfigError, match="embedding_size: 16 there, 24 now"):
+        config_lib.check_resumable(wider, saved, saved_path)
+
+
+def test_a_data_dir_that_does_not_exist_is_named(tmp_path):
+    import run_pretraining
+    from conftest import tiny_config
+    from electra_tf import config as config_lib
+
+    missing = tmp_path / "no_such_dir"
+    with pytest.raises(config_lib.ConfigError, match=f"--data_dir {missing} does not exist "
+                                                     r"\(it should hold vocab.txt, "
+                                                     "pretrain_tfrecords/"):
+        run_pretraining.train_or_eval(tiny_config(missing), tf.distribute.get_strategy())

@@ -75,6 +75,22 @@ def test_chunk_f1_against_hand_counts():
                                                           "f1": 0.0}
 
 
+def test_the_baseline_is_the_most_frequent_tag_of_the_fitted_split():
+    from electra_tf.finetuning.task import SplitData
+
+    task = tagging.TASKS[0]
+    sentence = lambda eid, tags: tagging.Sentence(eid, tuple("w" * len(tags)),  # noqa: E731
+                                                  tuple("NN" * len(tags)), tuple(tags))
+    fit = SplitData(task, "train", {}, [sentence(0, ["B-NP", "I-NP", "B-NP", "O"]),
+                                        sentence(1, ["B-NP", "B-VP"])])
+    dev = SplitData(task, "dev", {}, [sentence(0, ["B-NP", "O", "B-NP", "I-NP"])])
+    baseline = task.baseline(None, dev, fit)
+    # B-NP on every word: four one-word chunks, one of them gold's (0, 0); gold has two.
+    assert baseline.predicts == "most frequent tag 'B-NP' of train"
+    assert baseline.metrics == pytest.approx({"precision": 25.0, "recall": 50.0,
+                                              "f1": 100 / 3})
+
+
 @pytest.fixture
 def chunk_dir(finetuning_dir):
     directory = finetuning_dir / "finetuning_data" / "chunk"

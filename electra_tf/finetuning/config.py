@@ -157,7 +157,8 @@ def validate(c: FinetuningConfig) -> None:
     require(bool(c.task_names), "task_names", "name at least one task")
     unknown = [t for t in c.task_names if t not in task_builder.TASKS]
     require(not unknown, "task_names",
-            f"unknown tasks {unknown}; valid tasks: {list(task_builder.TASKS)}")
+            f"unknown tasks {unknown}{config_lib.did_you_mean(unknown, task_builder.TASKS)}; "
+            f"valid tasks: {list(task_builder.TASKS)}")
     require(len(set(c.task_names)) == len(c.task_names), "task_names", "a task appears twice")
     tasks = [task_builder.TASKS[name] for name in c.task_names]
     untrained = [task.name for task in tasks if not task.trainable]
@@ -202,6 +203,60 @@ def validate(c: FinetuningConfig) -> None:
             f"one of {config_lib.KERNELS}, got {c.kernels!r}")
 
 
+def _choose_vocab(config: FinetuningConfig, architecture) -> None:
+    """The vocabulary the pretrained model was trained with (vocab.txt beside it, or its run's;
+    checkpoints.find_vocab), as the original reads the model's own vocab.txt; without a
+    pretrained model, DATA_DIR/models/NAME/vocab.txt, else DATA_DIR/vocab.txt. A vocab_file
+    given with other tokens than the model's fails naming both: its ids would feed the wrong
+    embeddings (docs/finetuning.md)."""
+    from electra_tf import checkpoints, tokenization
+
+    own = checkpoints.find_vocab(architecture.source) if architecture is not None else None
+    if not config.vocab_file:
+        config.vocab_file = own or os.path.join(config.pretrained_model_dir, "vocab.txt")
+        if not tf.io.gfile.exists(config.vocab_file):
+            config.vocab_file = os.path.join(config.data_dir, "vocab.txt")
+        return
+    if own is None or not tf.io.gfile.exists(config.vocab_file):
+        return
+    ours, theirs = (tokenization.read_vocab(path) for path in (config.vocab_file, own))
+    if ours != theirs:
+        raise ConfigError(
+            f"hparam 'vocab_file' {config.vocab_file} ({len(ours)} tokens) is not the "
+            f"vocabulary {own} ({len(theirs)} tokens) that the pretrained model "
+            f"{architecture.source} was trained with; leave vocab_file out to use the model's")
+
+
+def check_locations(config: FinetuningConfig) -> None:
+    """Before anything is written: --data_dir exists, and --model_name names a pretrained
+    model when init_checkpoint is the default DATA_DIR/models/NAME (else the existing models
+    are listed). from_hparams does not check, so that configs can be built anywhere."""
+    from electra_tf import checkpoints
+
+    inputs = [config.vocab_file, config.init_checkpoint or ""]
+    if config.data_source == "files":
+        inputs += [config.raw_data_dir(name) for name in config.task_names]
+    config_lib.check_data_dir(config.data_dir, inputs)
+    if config.debug or config.init_checkpoint != config.pretrained_model_dir:
+        return
+    try:
+        checkpoints.read_architecture(config.pretrained_model_dir)
+        return
+    except checkpoints.NoPretrainedModel:
+        pass
+    models_dir = os.path.dirname(config.pretrained_model_dir)
+    names = sorted(os.path.basename(path.rstrip("/"))
+                   for path in tf.io.gfile.glob(os.path.join(models_dir, "*"))
+                   if tf.io.gfile.isdir(path))
+    where = ("does not exist" if not tf.io.gfile.isdir(config.pretrained_model_dir)
+             else "holds no pretrained model")
+    raise ConfigError(
+        f"--model_name {config.model_name!r}: {config.pretrained_model_dir} {where}"
+        f"{config_lib.did_you_mean([config.model_name], names)}; "
+        f"the models in {models_dir}: {names or 'none'} (or set init_checkpoint to a "
+        "pretrained model elsewhere)")
+
+
 def from_hparams(model_name: str, data_dir: str,
                  hparams: str | dict | None = None) -> FinetuningConfig:
     """The config the original's FinetuningConfig(model_name, data_dir, **hparams) builds, with
@@ -223,11 +278,7 @@ def from_hparams(model_name: str, data_dir: str,
     config_lib.update(config, user)
     if config.use_tpu and config.strategy == "default":
         config.strategy = "tpu"
-    # As the original: the model's own vocab.txt, else DATA_DIR/vocab.txt.
-    if not config.vocab_file:
-        config.vocab_file = os.path.join(config.pretrained_model_dir, "vocab.txt")
-        if not tf.io.gfile.exists(config.vocab_file):
-            config.vocab_file = os.path.join(data_dir, "vocab.txt")
+    _choose_vocab(config, architecture)
     tokens = config_lib.count_vocab(config.vocab_file)
     if "vocab_size" not in user and tokens:
         config.vocab_size = tokens

@@ -40,7 +40,8 @@ from sklearn import metrics
 
 from electra_tf import files
 from electra_tf.finetuning.model import ClassificationHead
-from electra_tf.finetuning.task import INPUTS, DataError, SplitData, Task, cross_entropy
+from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
+                                        cross_entropy, most_frequent)
 
 if typing.TYPE_CHECKING:
     from electra_tf.finetuning.config import FinetuningConfig
@@ -82,6 +83,7 @@ class GlueTask(Task):
     min_value: float = 0.0  # regression score range (the original's RegressionTask)
     max_value: float = 5.0
     num_train_epochs: float = 3.0  # the original's per-task default
+    glue_name: str = ""  # GLUE's own folder for the task (e.g. SST-2), read when ours is absent
 
     @property
     def is_regression(self) -> bool:
@@ -105,7 +107,17 @@ class GlueTask(Task):
         double = config.double_unordered if double_unordered is None else double_unordered
         if config.data_source == "tfds":
             return read_tfds(self, split, config.tfds_data_dir, double)
-        return self.read(config.raw_data_dir(self.data_name), split, double)
+        return self.read(self.data_dir(config), split, double)
+
+    def data_dir(self, config: FinetuningConfig) -> str:
+        """DATA_DIR/finetuning_data/<task>, or GLUE's own folder name for it (SST-2, CoLA, ...)
+        when only that exists: GLUE's download script writes those."""
+        ours = config.raw_data_dir(self.data_name)
+        if self.glue_name and not tf.io.gfile.isdir(ours):
+            theirs = config.raw_data_dir(self.glue_name)
+            if tf.io.gfile.isdir(theirs):
+                return theirs
+        return ours
 
     def load(self, config: FinetuningConfig, split: str,
              tokenizer: WordPieceTokenizer) -> SplitData:
@@ -157,6 +169,22 @@ class GlueTask(Task):
         labels = data.arrays["label"]
         return self.score(labels if self.is_regression else labels.astype(int),
                           self.predictions(outputs))
+
+    def baseline(self, config: FinetuningConfig, data: SplitData,
+                 fit: SplitData) -> Baseline:
+        """The majority class of `fit`, or for regression its mean score, predicted for every
+        example (data.examples: this task's, or a zero-shot task's of this task's files). A
+        constant has no correlation with the scores, so regression reports the MSE only."""
+        gold = np.array([self.label_id(e.label) for e in data.examples])
+        fitted = [self.label_id(e.label) for e in fit.examples]
+        if self.is_regression:
+            mean = float(np.mean(fitted))
+            mse = self.score(gold, np.full(len(gold), mean))["mse"]
+            return Baseline(f"mean score {mean * self.max_value + self.min_value:.2f} of "
+                            f"{fit.split}", {"mse": mse})
+        majority = most_frequent(fitted)
+        return Baseline(f"majority class {self.labels[majority]!r} of {fit.split}",
+                        self.score(gold, np.full(len(gold), majority)))
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: np.ndarray, tokenizer: WordPieceTokenizer,
@@ -320,15 +348,16 @@ _MNLI_PAIR = (8, 9)  # sentence1, sentence2 after the ids, genre and parses
 TASKS: dict[str, GlueTask] = {task.name: task for task in [
     # CoLA train/dev: no header; [source, label, original label, sentence].
     GlueTask("cola", _BINARY, _standard("cola", (3, None, 1), (1, None), "CoLA.tsv",
-                                        header=False), main_metric_name="mcc"),
-    GlueTask("sst", _BINARY, _standard("sst2", (0, None, 1), (1, None), "SST-2.tsv")),
+                                        header=False), main_metric_name="mcc", glue_name="CoLA"),
+    GlueTask("sst", _BINARY, _standard("sst2", (0, None, 1), (1, None), "SST-2.tsv"),
+             glue_name="SST-2"),
     GlueTask("mrpc", _BINARY, _standard("mrpc", (3, 4, 0), (3, 4), "MRPC.tsv"),
-             ("sentence1", "sentence2"), unordered_pairs=True, f1=True),
+             ("sentence1", "sentence2"), unordered_pairs=True, f1=True, glue_name="MRPC"),
     GlueTask("sts", None, _standard("stsb", (-3, -2, -1), (-2, -1), "STS-B.tsv"),
              ("sentence1", "sentence2"), unordered_pairs=True, main_metric_name="spearman",
-             num_train_epochs=10.0),
+             num_train_epochs=10.0, glue_name="STS-B"),
     GlueTask("qqp", _BINARY, _standard("qqp", (3, 4, 5), (1, 2), "QQP.tsv"),
-             ("question1", "question2"), f1=True),
+             ("question1", "question2"), f1=True, glue_name="QQP"),
     GlueTask("mnli", ("contradiction", "entailment", "neutral"), {
         "train": _make_split("train.tsv", (*_MNLI_PAIR, -1), ("mnli", "train")),
         "dev": _make_split("dev_matched.tsv", (*_MNLI_PAIR, -1), ("mnli", "validation_matched")),
@@ -341,14 +370,14 @@ TASKS: dict[str, GlueTask] = {task.name: task for task in [
         # The original's name, GLUE's name beside it, or GLUE's own ax task directory.
         "diagnostic": _make_split(("diagnostic.tsv", "AX.tsv", "../ax/AX.tsv"), (1, 2, None),
                                   ("ax", "test"), submission="AX.tsv"),
-    }, ("premise", "hypothesis")),
+    }, ("premise", "hypothesis"), glue_name="MNLI"),
     GlueTask("qnli", _NLI, _standard("qnli", (1, 2, 3), (1, 2), "QNLI.tsv"),
-             ("question", "sentence")),
+             ("question", "sentence"), glue_name="QNLI"),
     GlueTask("rte", _NLI, _standard("rte", (1, 2, 3), (1, 2), "RTE.tsv"),
-             ("sentence1", "sentence2"), num_train_epochs=10.0),
+             ("sentence1", "sentence2"), num_train_epochs=10.0, glue_name="RTE"),
     # Not in the original; GLUE's layout as RTE's, labels 0/1 (1: entailment).
     GlueTask("wnli", _BINARY, _standard("wnli", (1, 2, 3), (1, 2), "WNLI.tsv"),
-             ("sentence1", "sentence2")),
+             ("sentence1", "sentence2"), glue_name="WNLI"),
 ]}
 
 
@@ -457,7 +486,7 @@ def _find_file(data_dir: str, files: tuple[str, ...], task: str, split: str) -> 
             return path
     raise DataError(f"no {task} {split} file: {' or '.join(candidates)} does not exist; put "
                     f"GLUE's {task} files, as GLUE distributes them, in "
-                    f"DATA_DIR/finetuning_data/{task}/")
+                    f"DATA_DIR/finetuning_data/{task}/ (or in GLUE's own folder name for it)")
 
 
 def _read_tsv(path: str) -> Iterator[tuple[int, list[str]]]:

@@ -27,7 +27,8 @@ import tensorflow as tf
 
 from electra_tf.finetuning import squad
 from electra_tf.finetuning.model import SquadHead
-from electra_tf.finetuning.task import INPUTS, DataError, SplitData, Task, cross_entropy
+from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
+                                        cross_entropy)
 
 if typing.TYPE_CHECKING:
     from electra_tf.finetuning.config import FinetuningConfig
@@ -55,8 +56,9 @@ class QATask(Task):
 
     @abc.abstractmethod
     def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
-              null_odds: dict[str, float]) -> dict[str, float]:
-        """The official scores of the predictions for a file's questions."""
+              null_odds: dict[str, float] | None) -> dict[str, float]:
+        """The official scores of the predictions for a file's questions (None: without null
+        odds, the predictions as they are)."""
 
     def load(self, config: FinetuningConfig, split: str,
              tokenizer: WordPieceTokenizer) -> SplitData:
@@ -114,6 +116,16 @@ class QATask(Task):
                                 null_odds if self.version_2 else None, nbest)
         return self.score(config, data.path, predictions, null_odds)
 
+    def baseline(self, config: FinetuningConfig, data: SplitData,
+                 fit: SplitData) -> Baseline | None:
+        """SQuAD 2.0: "no answer" to every question (its share of unanswerable questions).
+        Without unanswerable questions that scores 0: no baseline."""
+        if not self.version_2:
+            return None
+        predictions = {example.qas_id: "" for example in data.examples}
+        return Baseline("no answer to every question",
+                        self.score(config, data.path, predictions, None))
+
 
 @dataclasses.dataclass(frozen=True)
 class SquadTask(QATask):
@@ -142,7 +154,7 @@ class SquadTask(QATask):
         return squad.read_squad(path, is_training, self.version_2, config.max_unfound_fraction)
 
     def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
-              null_odds: dict[str, float]) -> dict[str, float]:
+              null_odds: dict[str, float] | None) -> dict[str, float]:
         return squad.evaluate(path, predictions, null_odds if self.version_2 else None,
                               self.version_2, na_threshold=config.qa_na_threshold)
 
@@ -192,7 +204,7 @@ class MrqaTask(QATask):
         return squad.read_mrqa(path, is_training, config.max_unfound_fraction)
 
     def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
-              null_odds: dict[str, float]) -> dict[str, float]:
+              null_odds: dict[str, float] | None) -> dict[str, float]:
         return squad.evaluate_mrqa(path, predictions)
 
 

@@ -45,7 +45,8 @@ from seqeval.metrics.sequence_labeling import get_entities
 
 from electra_tf import files
 from electra_tf.finetuning.model import TaggingHead
-from electra_tf.finetuning.task import DataError, SplitData, Task, pad_rows
+from electra_tf.finetuning.task import (Baseline, DataError, SplitData, Task, most_frequent,
+                                        pad_rows)
 
 if typing.TYPE_CHECKING:
     from electra_tf.finetuning.config import FinetuningConfig
@@ -255,6 +256,14 @@ class TaggingTask(Task):
         self.write_predictions(os.path.join(output_dir, f"{self.name}.txt"), data.examples,
                                predicted)
         return self.score(config, data, predicted, tokenizer)
+
+    def baseline(self, config: FinetuningConfig, data: SplitData,
+                 fit: SplitData) -> Baseline:
+        """The most frequent tag of `fit` for every word."""
+        tag = most_frequent(tag for sentence in fit.examples for tag in sentence.tags)
+        return Baseline(f"most frequent tag {tag!r} of {fit.split}",
+                        score([s.tags for s in data.examples],
+                              [[tag] * len(s.tags) for s in data.examples]))
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: np.ndarray, tokenizer: WordPieceTokenizer,

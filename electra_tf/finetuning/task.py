@@ -13,9 +13,10 @@ one instance per task name serves every run. Head outputs are whatever the task'
 from __future__ import annotations
 
 import abc
+import collections
 import dataclasses
 import typing
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Hashable, Iterable
 
 import numpy as np
 import tensorflow as tf
@@ -51,6 +52,20 @@ class SplitData:
 
     def __len__(self) -> int:
         return len(self.arrays["input_ids"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """What a trivial prediction scores on a split, printed and saved beside the fine-tuned
+    model's scores so that a score can be read against it."""
+    predicts: str  # e.g. "majority class '1' of train"
+    metrics: dict[str, float]
+
+
+def most_frequent(values: Iterable[Hashable]) -> Any:
+    """The most frequent value; a tie goes to the smallest, so that the choice is repeatable."""
+    counts = collections.Counter(values)
+    return min(counts, key=lambda value: (-counts[value], value))
 
 
 class Task(abc.ABC):
@@ -103,6 +118,13 @@ class Task(abc.ABC):
         """[B] float32 losses of the batch's rows from this task's head outputs (rows of other
         tasks are dropped by the caller, so they only need to be finite)."""
         raise NotImplementedError(f"task {self.name} is not trained")
+
+    def baseline(self, config: FinetuningConfig, data: SplitData,
+                 fit: SplitData) -> Baseline | None:
+        """The scores on the labelled split `data` of the task's trivial prediction, learnt
+        from `fit` (the training split when the run read it, else `data` itself): the majority
+        class, the mean score, the most frequent tag, no answer. None: the task has none."""
+        return None
 
     @abc.abstractmethod
     def evaluate(self, config: FinetuningConfig, data: SplitData, outputs: Any,

@@ -6,6 +6,7 @@ new kind of task is one task.Task subclass whose instances are added to TASKS he
 
 from __future__ import annotations
 
+from electra_tf.config import did_you_mean
 from electra_tf.finetuning import glue, pos, qa, tagging, zero_shot
 from electra_tf.finetuning.task import Task
 
@@ -15,5 +16,6 @@ TASKS: dict[str, Task] = {task.name: task for task in [
 
 def get_task(name: str) -> Task:
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; valid tasks: {list(TASKS)}")
+        raise ValueError(f"unknown task {name!r}{did_you_mean([name], TASKS)}; valid tasks: "
+                         f"{list(TASKS)}")
     return TASKS[name]

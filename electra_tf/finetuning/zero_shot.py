@@ -30,7 +30,7 @@ import numpy as np
 from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import glue
 from electra_tf.finetuning.model import ReplacedTokenHead
-from electra_tf.finetuning.task import SplitData, Task, pad_rows
+from electra_tf.finetuning.task import Baseline, SplitData, Task, pad_rows
 
 if typing.TYPE_CHECKING:
     from electra_tf.finetuning.config import FinetuningConfig
@@ -189,6 +189,10 @@ class ZeroShotTask(Task):
                  tokenizer: WordPieceTokenizer, output_dir: str) -> dict[str, float]:
         labels = [self.source.label_id(example.label) for example in data.examples]
         return self.source.score(labels, self.predictions(data, outputs))
+
+    def baseline(self, config: FinetuningConfig, data: SplitData,
+                 fit: SplitData) -> Baseline:
+        return self.source.baseline(config, data, fit)
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: np.ndarray, tokenizer: WordPieceTokenizer,

@@ -26,6 +26,8 @@ setup(
         "tensorflow-datasets>=4.9,<4.10",
         "importlib_resources>=6",  # tensorflow-datasets needs it to prepare datasets (e.g. glue)
         "tensorboard>=2.20,<2.21",
+        # TensorBoard 2.20 imports pkg_resources, which setuptools 81 removed.
+        "setuptools>=41,<81",
         "keras>=3.10,<4",
         "absl-py>=1.4",
         "safetensors>=0.4",  # Hugging Face weights, read and written without torch

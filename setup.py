@@ -10,7 +10,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.11,<3.12",
+    # What the pinned dependencies allow: numpy 2.4, SciPy 1.17 and pandas 3 need 3.11;
+    # TensorFlow 2.20 has no wheels for 3.14.
+    python_requires=">=3.11,<3.14",
     # The packages sit in the repository's root; saying so makes `pip install -e .` put the
     # root on sys.path instead of installing an import hook that Python consults last, after
     # which any folder named electra_tf beside a user's script (a clone, say) would be imported

@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
-from electra_tf import cli  # noqa: E402
+import command_line  # noqa: E402
 
 FLAGS = flags.FLAGS
 SHARD_PREFIX = "pretrain_data.tfrecord"
@@ -804,4 +804,4 @@ def check_tfds(source: dict) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    cli.run(main, "docs/data.md")
+    command_line.run(main, "docs/data.md")

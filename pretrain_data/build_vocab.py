@@ -22,10 +22,9 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
-from electra_tf import cli, files  # noqa: E402
+import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the flags are parsed)
 
 FLAGS = flags.FLAGS
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -76,6 +75,7 @@ def learn_vocab(files: list[str], vocab_size: int, do_lower_case: bool = True,
 def main(argv) -> None:
     import tensorflow as tf
 
+    from electra_tf import files
     from pretrain_data.build_pretraining_dataset import UnreadableText, read_lines
 
     if len(argv) > 1:
@@ -117,4 +117,4 @@ if __name__ == "__main__":
     for name in ("corpus_dir", "output_file", "vocab_size", "do_lower_case", "do_strip_accents"):
         flags.DEFINE_alias(name.replace("_", "-"), name)
     flags.mark_flags_as_required(["corpus_dir", "output_file"])
-    cli.run(main, "docs/data.md")
+    command_line.run(main, "docs/data.md")

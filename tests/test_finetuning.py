@@ -420,7 +420,7 @@ def test_the_documented_inference_example_classifies_sentences(finetuning_dir, c
     doc = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
     block = doc.split("## Classifying your own sentences")[1].split("```python\n")[1]
     block = block.split("```")[0]
-    placeholder = "DATA_DIR/models/NAME/finetuning_models/sst_model_1/saved_model"
+    placeholder = "demo_data/models/quickstart/finetuning_models/sst_model_1/saved_model"
     assert placeholder in block
     capsys.readouterr()
     exec(block.replace(placeholder, str(saved)), {})

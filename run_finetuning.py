@@ -1,7 +1,8 @@
 """Fine-tunes a pretrained ELECTRA discriminator (the original's run_finetuning.py, on TF2 and
 Keras 3).
 
-  python run_finetuning.py --data_dir DATA_DIR --model_name NAME --hparams '{"task_names": ["mrpc"]}'
+  python run_finetuning.py --data_dir DATA_DIR --model_name NAME \\
+      --hparams '{"task_names": ["mrpc"]}'
 
 Reads the tasks' data from DATA_DIR/finetuning_data/<task>/ (GLUE's TSV files as GLUE
 distributes them, SQuAD's json, MRQA's jsonl, CoNLL-2000's text; or "data_source": "tfds" with
@@ -10,7 +11,8 @@ the pretrained discriminator from DATA_DIR/models/NAME/discriminator.keras (run_
 export; or "init_checkpoint"). Trains num_trials times with seeds seed, seed + 1, ..., evaluates
 on the dev sets and writes DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every
 trial, and the median), the fine-tuned checkpoints and a SavedModel of each under
-DATA_DIR/models/NAME/finetuning_models/, and with "write_test_outputs" the leaderboard files under DATA_DIR/models/NAME/test_predictions/.
+DATA_DIR/models/NAME/finetuning_models/, and with "write_test_outputs" the leaderboard files
+under DATA_DIR/models/NAME/test_predictions/.
 Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
 SIGTERM or Ctrl-C during training writes a checkpoint; rerunning the same command then resumes
 that trial and skips the finished ones.

@@ -6,7 +6,9 @@ tensorflow/core/util/util.cc). Elsewhere, on AVX2 CPUs such as most AMD EPYCs, f
 matmuls run on Eigen at about half the speed (docs/performance.md). `enable_onednn()` sets
 TF_ENABLE_ONEDNN_OPTS=1 for those CPUs unless the user has set the variable, which always
 wins. TensorFlow reads the variable once, when it is imported, so this module imports no
-TensorFlow and runs first: at the top of `electra_tf/__init__.py` and of every entry point.
+TensorFlow at import and runs first, at the top of `electra_tf/__init__.py`, which every entry
+point imports before TensorFlow. `probe_devices()` then imports TensorFlow, dropping CUDA's
+false no-driver error on a machine without an NVIDIA driver.
 
 >>> cpu = CpuInfo(model="AMD EPYC", machine="x86_64", system="Linux", cores=2,
 ...               flags=frozenset({"avx", "avx2", "fma"}))

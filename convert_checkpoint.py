@@ -27,10 +27,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags  # noqa: E402
 
-from electra_tf import cli  # noqa: E402
+import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the flags are parsed)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Pretrained weights in any supported format.")
@@ -123,4 +122,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main, "docs/checkpoints.md")
+    command_line.run(main, "docs/checkpoints.md")

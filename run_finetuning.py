@@ -2,7 +2,7 @@
 Keras 3).
 
   python run_finetuning.py --data_dir DATA_DIR --model_name NAME \\
-      --hparams '{"model_size": "small", "task_names": ["mrpc"]}'
+      --hparams '{"task_names": ["mrpc"]}'
 
 Reads the tasks' data from DATA_DIR/finetuning_data/<task>/ (GLUE's TSV files as GLUE
 distributes them, SQuAD's json, MRQA's jsonl, CoNLL-2000's text; or "data_source": "tfds" with
@@ -11,8 +11,9 @@ the pretrained discriminator from DATA_DIR/models/NAME/discriminator.keras (run_
 export; or "init_checkpoint"). Trains num_trials times with seeds seed, seed + 1, ..., evaluates
 on the dev sets and writes DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every
 trial, the median, and each task's baseline: what a trivial prediction such as the majority
-class scores), the fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/,
-and with "write_test_outputs" the leaderboard files under DATA_DIR/models/NAME/test_predictions/.
+class scores), the fine-tuned checkpoints and a SavedModel of each under
+DATA_DIR/models/NAME/finetuning_models/, and with "write_test_outputs" the leaderboard files
+under DATA_DIR/models/NAME/test_predictions/.
 Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
 SIGTERM or Ctrl-C during training writes a checkpoint; rerunning the same command then resumes
 that trial and skips the trials that run finished. Rerunning a run that finished (or with other
@@ -27,13 +28,12 @@ import uuid
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
-from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
-from electra_tf import cli  # noqa: E402
+import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the flags are parsed)
 
 FLAGS = flags.FLAGS
-cli.define_run_flags("Location of data files (finetuning_data, models, vocab).",
+command_line.define_run_flags("Location of data files (finetuning_data, models, vocab).",
                      "The name of the pretrained model being fine-tuned.")
 
 
@@ -168,7 +168,7 @@ def run(config, strategy=None) -> dict:
     import keras
     import tensorflow as tf
 
-    from electra_tf import training
+    from electra_tf import hardware, resume, training
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning import trainer
 
@@ -176,8 +176,6 @@ def run(config, strategy=None) -> dict:
     if strategy is None:
         strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
                                           config.gcp_project)
-    print("=" * 30 + " Config " + "=" * 30)
-    print(config.to_json(), flush=True)
     print(hardware.banner(), flush=True)
     tasks = trainer.make_tasks(config)
     tokenizer = trainer.make_tokenizer(config)
@@ -200,6 +198,10 @@ def run(config, strategy=None) -> dict:
             if not splits:
                 print(f"{task.name} has no test split to write predictions for", flush=True)
             test_data += [load(task, split) for split in splits]
+    # Written once the data has been read, so that a run refused for its data leaves nothing.
+    config_path = os.path.join(config.results_dir, f"{config.task_string}_config.json")
+    resume.write_atomically(config_path, config.to_json())
+    print(f"config: {config_path}", flush=True)
 
     trials = []
     progress = _Trials(config) if config.do_train else None
@@ -265,6 +267,7 @@ def main(argv) -> None:
     logging.set_verbosity(logging.WARNING)
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    from electra_tf import cli
     from electra_tf import config as config_lib
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning.task import DataError
@@ -282,4 +285,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main, "docs/finetuning.md")
+    command_line.run(main, "docs/finetuning.md")

@@ -17,13 +17,12 @@ import pickle
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
-from electra_tf import hardware  # noqa: E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
-from electra_tf import cli  # noqa: E402
+import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the flags are parsed)
 
 FLAGS = flags.FLAGS
-cli.define_run_flags("Location of data files (TFRecords, vocab, models).",
+command_line.define_run_flags("Location of data files (TFRecords, vocab, models).",
                      "The name of the model being pre-trained.")
 
 CONSOLE_KEYS = ("loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy", "disc_auc",
@@ -151,7 +150,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     import tensorflow as tf
 
     from electra_tf import config as config_lib
-    from electra_tf import data, health, pretraining, resume, training
+    from electra_tf import data, hardware, health, pretraining, resume, training
 
     config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
@@ -174,8 +173,6 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     jit = training.use_xla(config.jit_compile, strategy)
     chief = training.is_chief(strategy)
 
-    print("=" * 30 + " Config " + "=" * 30)
-    print(config.to_json())
     print(hardware.banner(), flush=True)
     print(f"strategy {config.strategy} with {replicas} replica(s), precision {config.precision}"
           f", XLA {'for the whole step' if jit else 'only for the small fused functions'}, "
@@ -199,6 +196,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         _record_changes(config, saved, step)
     if chief:
         resume.write_atomically(saved_path, config.to_json())
+        print(f"config: {saved_path}", flush=True)
     if not checkpointer.restored and config.init_checkpoint:
         for line in pretraining.initialize_from(state.model, config.init_checkpoint):
             print(line, flush=True)
@@ -276,6 +274,9 @@ def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[s
         resume.write_atomically(config.results_txt, "".join(
             f"{key} = {results[key]}\n" for key in sorted(results)))
         resume.write_atomically(config.results_pkl, pickle.dumps(results))
+        config_path = os.path.join(os.path.dirname(config.results_txt), "eval_config.json")
+        resume.write_atomically(config_path, config.to_json())
+        print(f"config: {config_path}", flush=True)
     print("=" * 30 + " Evaluation " + "=" * 30)
     for key in sorted(results):
         print(f"  {key} = {results[key]:.4f}")
@@ -304,8 +305,8 @@ def main(argv) -> None:
     logging.set_verbosity(logging.WARNING)
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    from electra_tf import cli, data
     from electra_tf import config as config_lib
-    from electra_tf import data
 
     try:
         config = config_lib.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
@@ -320,4 +321,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main, "docs/pretraining.md")
+    command_line.run(main, "docs/pretraining.md")

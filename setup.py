@@ -10,7 +10,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.11,<3.12",
+    # What the pinned dependencies allow: numpy 2.4, SciPy 1.17 and pandas 3 need 3.11;
+    # TensorFlow 2.20 has no wheels for 3.14.
+    python_requires=">=3.11,<3.14",
     # The packages sit in the repository's root; saying so makes `pip install -e .` put the
     # root on sys.path instead of installing an import hook that Python consults last, after
     # which any folder named electra_tf beside a user's script (a clone, say) would be imported
@@ -18,7 +20,7 @@ setup(
     package_dir={"": "."},
     packages=["electra_tf", "electra_tf.finetuning", "pretrain_data"],
     package_data={"electra_tf": ["configs/*.json"]},
-    py_modules=["run_pretraining", "run_finetuning", "convert_checkpoint"],
+    py_modules=["run_pretraining", "run_finetuning", "convert_checkpoint", "command_line"],
     install_requires=[
         "tensorflow>=2.20,<2.21",
         "tensorflow-text>=2.20,<2.21",
@@ -26,6 +28,8 @@ setup(
         "tensorflow-datasets>=4.9,<4.10",
         "importlib_resources>=6",  # tensorflow-datasets needs it to prepare datasets (e.g. glue)
         "tensorboard>=2.20,<2.21",
+        # TensorBoard 2.20 imports pkg_resources, which setuptools 81 removed.
+        "setuptools>=41,<81",
         "keras>=3.10,<4",
         "absl-py>=1.4",
         "safetensors>=0.4",  # Hugging Face weights, read and written without torch

@@ -6,7 +6,9 @@ tensorflow/core/util/util.cc). Elsewhere, on AVX2 CPUs such as most AMD EPYCs, f
 matmuls run on Eigen at about half the speed (docs/performance.md). `enable_onednn()` sets
 TF_ENABLE_ONEDNN_OPTS=1 for those CPUs unless the user has set the variable, which always
 wins. TensorFlow reads the variable once, when it is imported, so this module imports no
-TensorFlow and runs first: at the top of `electra_tf/__init__.py` and of every entry point.
+TensorFlow at import and runs first, at the top of `electra_tf/__init__.py`, which every entry
+point imports before TensorFlow. `probe_devices()` then imports TensorFlow, dropping CUDA's
+false no-driver error on a machine without an NVIDIA driver.
 
 >>> cpu = CpuInfo(model="AMD EPYC", machine="x86_64", system="Linux", cores=2,
 ...               flags=frozenset({"avx", "avx2", "fma"}))
@@ -20,12 +22,15 @@ OnednnDecision(enabled=False, decided_by='TF_ENABLE_ONEDNN_OPTS', set_variable=F
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
+import re
 import sys
+import tempfile
 import warnings
-from typing import MutableMapping
+from typing import Iterator, MutableMapping, Pattern
 
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 # Set beside ONEDNN_VARIABLE when electra_tf sets it, so that child processes, which inherit
@@ -208,3 +213,49 @@ def banner() -> str:
                                "in the environment"}[decision.decided_by]
     return (f"CPU: {cpu.model} | {cpu.machine}, {cpu.vector_isa} | {cpu.cores} cores | "
             f"oneDNN {state} ({reason})")
+
+
+_NO_DRIVER_CUDA = re.compile(r"failed call to cuInit")
+
+
+@contextlib.contextmanager
+def stderr_without(pattern: Pattern[str]) -> Iterator[None]:
+    """Holds back what is written to file descriptor 2 (Python and C++ alike) and writes it
+    out afterwards without the lines matching `pattern`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(True)
+                    if not pattern.search(line)]
+            if kept:
+                os.write(2, "".join(kept).encode())
+
+
+def has_nvidia_driver() -> bool:
+    return os.path.exists("/proc/driver/nvidia/version")
+
+
+def probe_devices() -> None:
+    """Imports TensorFlow and lists the devices. TensorFlow's CUDA build logs `E ... failed
+    call to cuInit` the first time it looks for GPUs; on a machine without an NVIDIA driver
+    that line is false alarm, so it is dropped here, where every process that imports
+    electra_tf looks first (a machine with a driver keeps it). Listing the devices does not
+    initialise the runtime: a multi-worker strategy or logical CPU devices can still be set up
+    afterwards."""
+    if has_nvidia_driver():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+        return
+    with stderr_without(_NO_DRIVER_CUDA):
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()

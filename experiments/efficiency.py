@@ -377,7 +377,8 @@ def finetuning_hparams(budget: Budget, task: str, learning_rate: float,
                "num_train_epochs": budget.finetune_epochs,
                "max_seq_length": budget.finetune_seq_length,
                "train_batch_size": budget.finetune_batch_size, "write_test_outputs": True,
-               "n_writes_test": budget.trials, "keep_all_models": False}
+               "n_writes_test": budget.trials, "keep_all_models": False,
+               "export_saved_model": False}
     if not pretrained:
         hparams["init_checkpoint"] = ""
     return hparams

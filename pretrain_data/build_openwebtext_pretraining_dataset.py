@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags  # noqa: E402
 
+import command_line  # noqa: E402
 from pretrain_data import build_pretraining_dataset as builder  # noqa: E402
-from electra_tf import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -59,4 +59,4 @@ if __name__ == "__main__":
                         "to its pretrain_tfrecords/.")
     flags.mark_flag_as_required("data_dir")
     builder.define_flags(corpus=False)
-    cli.run(main, "docs/data.md")
+    command_line.run(main, "docs/data.md")

@@ -52,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
 from absl import app, flags, logging  # noqa: E402
 
-from electra_tf import cli  # noqa: E402
+import command_line  # noqa: E402
 
 FLAGS = flags.FLAGS
 SHARD_PREFIX = "pretrain_data.tfrecord"
@@ -63,6 +63,10 @@ CHARS_PER_BATCH = 1 << 21  # this many characters (the batch's memory stays boun
 MAX_LINE_CHARS = 10000  # no paragraph is this long; the packing keeps ~600 characters of a line
 PIECE_CHARS = 100  # the pieces of a longer line: about a sentence
 _READ_BYTES = 1 << 20
+# The default shard count scales with the input: one shard per this many bytes of input files
+# (a few thousand 128-token examples of plain text), up to the original's 1000 shards.
+BYTES_PER_OUT_FILE = 4 << 20
+MAX_DEFAULT_OUT_FILES = 1000
 _DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 # What reading a file or an archive raises when it is unreadable, truncated or corrupt (and
 # TensorFlow's OpError, for tf.io.gfile).
@@ -86,7 +90,9 @@ def define_flags(corpus: bool = True) -> None:
     flags.DEFINE_integer("num_processes", 1, "Worker processes, each on its own files and shards.")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
     flags.DEFINE_bool("do_strip_accents", True, "Strip accents (only when lower-casing).")
-    flags.DEFINE_integer("num_out_files", 1000, "Number of output shards.")
+    flags.DEFINE_integer("num_out_files", None, "Number of output shards (default: one per "
+                         f"{BYTES_PER_OUT_FILE >> 20} MB of input files, at least "
+                         f"--num_processes, at most {MAX_DEFAULT_OUT_FILES}).")
     flags.DEFINE_integer("seed", 0, "Seed of the packing's random choices.")
     flags.DEFINE_bool("strict", False, "Fail on an unreadable or non-UTF-8 file instead of "
                       "skipping the rest of it with a warning.")
@@ -671,15 +677,32 @@ def _corpus_files(corpus_dir: str | None) -> tuple[list[str], list[str]]:
     return files, directories
 
 
+def default_num_out_files(input_bytes: int | None, num_processes: int) -> int:
+    """One shard per BYTES_PER_OUT_FILE of input (as stored: compressed files count their
+    compressed size), at least one per worker process, at most MAX_DEFAULT_OUT_FILES, which is
+    also the count when the size is unknown (a tensorflow-datasets source).
+
+    >>> default_num_out_files(4_000_000, 1), default_num_out_files(4_000_000, 4)
+    (1, 4)
+    >>> default_num_out_files(40 << 30, 1), default_num_out_files(None, 1)
+    (1000, 1000)
+    """
+    if input_bytes is None:
+        return max(MAX_DEFAULT_OUT_FILES, num_processes)
+    shards = min(-(-input_bytes // BYTES_PER_OUT_FILE), MAX_DEFAULT_OUT_FILES)
+    return max(shards, num_processes, 1)
+
+
 def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_length: int = 128,
           num_processes: int = 1, blanks_separate_docs: bool = True, do_lower_case: bool = True,
-          do_strip_accents: bool = True, num_out_files: int = 1000, seed: int = 0,
+          do_strip_accents: bool = True, num_out_files: int | None = None, seed: int = 0,
           strict: bool = False, source: dict | None = None, show_progress: bool = True,
           max_line_chars: int = MAX_LINE_CHARS, overwrite: bool = False) -> dict:
     """Builds the TFRecords; returns (and writes to output_dir/build_summary.json) the summary.
 
     `source` is {"kind": "files"|"openwebtext", "files": [...]} or {"kind": "tfds", "name",
-    "data_dir", "split", "text_key"}; by default the files of `corpus_dir`."""
+    "data_dir", "split", "text_key"}; by default the files of `corpus_dir`. `num_out_files`
+    None: default_num_out_files."""
     import tensorflow as tf
 
     from electra_tf import tokenization
@@ -692,6 +715,10 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
         source = {"kind": "files", "files": files}
     if max_seq_length < 5:
         raise ValueError(f"--max_seq_length {max_seq_length} must be at least 5")
+    total_bytes = (sum(tf.io.gfile.stat(f).length for f in source["files"])
+                   if "files" in source else None)
+    if num_out_files is None:
+        num_out_files = default_num_out_files(total_bytes, max(num_processes, 1))
     if num_processes < 1 or num_out_files < num_processes:
         raise ValueError(f"--num_out_files {num_out_files} must be at least --num_processes "
                          f"{num_processes}, which must be at least 1")
@@ -813,4 +840,4 @@ def check_tfds(source: dict) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    cli.run(main, "docs/data.md")
+    command_line.run(main, "docs/data.md")

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow loads)
-from absl import app, flags, logging  # noqa: E402
+from absl import app, flags  # noqa: E402
 
-from electra_tf import cli, files  # noqa: E402
+import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the flags are parsed)
 
 FLAGS = flags.FLAGS
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -43,16 +43,19 @@ def reserved_tokens(bert_layout: bool, extra: list[str]) -> list[str]:
 
 def learn_vocab(files: list[str], vocab_size: int, do_lower_case: bool = True,
                 do_strip_accents: bool = True, bert_layout: bool = True,
-                extra_reserved: list[str] = (), min_count: int = 10) -> list[str]:
-    """The learned vocabulary, reserved tokens first."""
+                extra_reserved: list[str] = (), min_count: int = 10,
+                progress: Callable[[str], None] = lambda message: None) -> list[str]:
+    """The learned vocabulary, reserved tokens first. `progress` is told what is happening: the
+    counting pass over the corpus, then the learning, which takes most of the time."""
     import tensorflow as tf
-    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bert_vocab
 
     from electra_tf.tokenization import normalize
     from pretrain_data.build_pretraining_dataset import read_lines
 
     def lines():
-        for path in files:
+        for number, path in enumerate(files, 1):
+            progress(f"counting words: file {number}/{len(files)}, {path}")
             for line in read_lines(path):
                 if line:
                     yield normalize(line, do_lower_case, do_strip_accents)
@@ -63,10 +66,13 @@ def learn_vocab(files: list[str], vocab_size: int, do_lower_case: bool = True,
     if vocab_size <= len(reserved):
         raise ValueError(f"--vocab_size {vocab_size} leaves no room after the {len(reserved)} "
                          "reserved tokens")
-    # The text is normalised already: the learner's splitter must not change it.
-    vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-        dataset, vocab_size, reserved, bert_tokenizer_params={"lower_case": False},
-        learn_params={"lower_thresh": min_count})
+    # bert_vocab_from_dataset's two steps, with a word between them. The text is normalised
+    # already: the learner's splitter must not change it.
+    splitter = bert_vocab.bert_tokenizer.BasicTokenizer(lower_case=False)
+    word_counts = bert_vocab.learner.count_words(dataset.map(splitter.tokenize))
+    progress(f"learning up to {vocab_size} tokens from {len(word_counts)} distinct words "
+             "(the long part: a minute for a few MB of text on a small CPU)")
+    vocab = bert_vocab.learner.learn(word_counts, vocab_size, reserved, lower_thresh=min_count)
     if len(vocab) <= len(reserved):
         raise ValueError("the corpus is too small to learn a vocabulary from: no word occurs "
                          f"{min_count} times (lower --min_count)")
@@ -76,6 +82,7 @@ def learn_vocab(files: list[str], vocab_size: int, do_lower_case: bool = True,
 def main(argv) -> None:
     import tensorflow as tf
 
+    from electra_tf import files
     from pretrain_data.build_pretraining_dataset import UnreadableText, read_lines
 
     if len(argv) > 1:
@@ -95,12 +102,12 @@ def main(argv) -> None:
                              "replace it")
     try:
         vocab = learn_vocab(corpus, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.do_strip_accents,
-                            FLAGS.bert_layout, FLAGS.reserved_tokens or [], FLAGS.min_count)
+                            FLAGS.bert_layout, FLAGS.reserved_tokens or [], FLAGS.min_count,
+                            progress=lambda message: print(message, flush=True))
     except ValueError as e:
         raise app.UsageError(str(e)) from None
     files.write_atomically(FLAGS.output_file, "".join(token + "\n" for token in vocab))
-    logging.info("wrote %d tokens to %s", len(vocab), FLAGS.output_file)
-    print(f"{len(vocab)} tokens -> {FLAGS.output_file}")
+    print(f"wrote {len(vocab)} tokens to {FLAGS.output_file}", flush=True)
 
 
 if __name__ == "__main__":
@@ -117,4 +124,4 @@ if __name__ == "__main__":
     for name in ("corpus_dir", "output_file", "vocab_size", "do_lower_case", "do_strip_accents"):
         flags.DEFINE_alias(name.replace("_", "-"), name)
     flags.mark_flags_as_required(["corpus_dir", "output_file"])
-    cli.run(main, "docs/data.md")
+    command_line.run(main, "docs/data.md")

@@ -45,6 +45,8 @@ TINY_FINETUNING = {
     "embedding_size": TINY_MODEL["embedding_size"], "max_seq_length": 32,
     "train_batch_size": 8, "eval_batch_size": 8, "predict_batch_size": 8,
     "learning_rate": 1e-3, "log_steps": 10,
+    # The SavedModel export (on by default) takes seconds a trial; the tests of it turn it on.
+    "export_saved_model": False,
 }
 
 

@@ -51,6 +51,13 @@ def test_cli(corpus, tmp_path):
                         f"--output-file={out}", "--vocab-size=600", "--nodo-lower-case")
     assert result.returncode == 0, result.stderr
     tokens = out.read_text(encoding="utf-8").split("\n")[:-1]
+    # What it is doing while it works, then the result once.
+    assert result.stdout.splitlines() == [
+        f"counting words: file 1/1, {corpus / 'a.txt'}",
+        next(line for line in result.stdout.splitlines() if line.startswith("learning up to 600 "
+                                                                             "tokens from ")),
+        f"wrote {len(tokens)} tokens to {out}"]
+    assert str(out) not in result.stderr
     assert tokens[101] == "[CLS]" and any(t != t.lower() for t in tokens)  # cased
     result = run_script("pretrain_data/build_vocab.py", f"--corpus_dir={corpus}",
                         f"--output_file={out}", expect_failure=True)

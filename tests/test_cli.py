@@ -1,6 +1,7 @@
-"""Every command line: --help exits 0 and names its reference doc; a usage error is one line;
-no false CUDA error on a machine without an NVIDIA driver. And the installed package is found
-even beside a folder with its name."""
+"""Every command line: --help exits 0, lists its own flags and names its reference doc, before
+TensorFlow loads; a usage error is one line; no false CUDA error on a machine without an NVIDIA
+driver, in any script that imports electra_tf. And the installed package is found even beside a
+folder with its name."""
 
 import os
 import subprocess
@@ -50,6 +51,38 @@ def test_run_finetunings_help_says_what_a_rerun_does():
         "as the original does" in doc
 
 
+# The commands whose flags are parsed before TensorFlow is imported (the builders import it with
+# their module, which their worker processes need).
+LIGHT_COMMANDS = ("run_pretraining.py", "run_finetuning.py", "convert_checkpoint.py",
+                  "pretrain_data/build_vocab.py")
+_REPORT_IMPORTS = """
+import runpy, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    print("exit", e.code, "tensorflow imported:", "tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--no_such_flag=1"]], ids=["help", "bad_flag"])
+def test_flags_are_parsed_before_tensorflow_loads(argv):
+    """--help and a flag error answer without importing TensorFlow (seconds), and --help lists
+    the command's own flags, not TensorFlow's (--tt_check_filter, --hbm_oom_exit)."""
+    procs = {script: subprocess.Popen([sys.executable, "-c", _REPORT_IMPORTS, script, *argv],
+                                      cwd=REPO, text=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+             for script in LIGHT_COMMANDS}
+    code = 0 if argv == ["--help"] else 2
+    for script, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert out.splitlines()[-1] == f"exit {code} tensorflow imported: False", (script, err)
+        if argv == ["--help"]:
+            assert "--tt_check_filter" not in out and "--hbm_oom_exit" not in out, script
+            help_text = out.split("flags:")[1].rsplit("\nexit ", 1)[0]
+            assert "tensorflow" not in help_text, script
+
+
 def test_a_usage_error_is_one_line_without_the_help():
     # The same cli.run serves every command (the --help test shows each uses it).
     results = _run_all(["--no_such_flag=1"],
@@ -70,6 +103,21 @@ def test_a_missing_input_is_one_line_and_no_cuda_error(tmp_path):
     assert result.stderr == (f"error: vocab file {tmp_path}/vocab.txt not found: put the "
                              "vocabulary at DATA_DIR/vocab.txt or set the vocab_file hparam\n"
                              "(python run_pretraining.py --help for the flags)\n")
+
+
+@pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"),
+                    reason="a machine with an NVIDIA driver keeps CUDA's messages")
+def test_importing_the_package_drops_the_false_cuda_error():
+    """Scripts other than the command lines (benchmarks, experiments, the figures) import
+    electra_tf first: TensorFlow, looking for GPUs, says nothing false on a CPU machine."""
+    code = ("import electra_tf, tensorflow as tf\n"
+            "print(tf.config.list_physical_devices('GPU'), float(tf.constant(1.0) + 1))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                            text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"},
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "[] 2.0\n"
+    assert "cuInit" not in result.stderr, result.stderr
 
 
 def test_a_folder_named_like_the_package_beside_a_script_does_not_hide_it(tmp_path):

@@ -64,3 +64,23 @@ def test_the_figures_are_drawn(tmp_path):
                                  str(tmp_path / "replaced.png"))
     for name in ("architecture.png", "curves.png", "replaced.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_figures_go_to_the_model_dir_unless_told(tmp_path, monkeypatch, capsys):
+    """By default the script writes beside the run, never over the README's tracked figures."""
+    from electra_tf import training
+
+    figures = _make_figures()
+    model_dir = tmp_path / "models" / "quickstart"
+    logger = training.ProgressLogger(str(model_dir), total_steps=100, start_step=0,
+                                     examples_per_step=32)
+    for step, value in ((50, 1.0), (100, 0.5)):
+        logger.scalars(step, {tag: value for tag, _ in figures.CURVES})
+    logger.text(100, "example", _sample_markdown())
+    tracked = {path: path.read_bytes() for path in (REPO / "docs" / "figures").glob("*.png")}
+    monkeypatch.setattr("sys.argv", ["make_figures.py", "--model_dir", str(model_dir)])
+    figures.main()
+    for name in ("architecture.png", "quickstart_curves.png", "replaced_tokens.png"):
+        assert (model_dir / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {path: path.read_bytes() for path in tracked} == tracked
+    assert f"to {model_dir / 'figures'}" in capsys.readouterr().out

@@ -300,6 +300,11 @@ def test_run_finetuning_end_to_end_on_squad_v2(finetuning_dir):
                         "--model_name=tiny", f"--hparams={json.dumps(hparams)}")
     assert result.returncode == 0, result.stderr[-3000:]
     model_dir = finetuning_dir / "models" / "tiny"
+    # The config goes to its file, named in one line, not onto the console.
+    assert f"config: {model_dir / 'results' / 'squad_config.json'}\n" in result.stdout
+    assert '"doc_stride"' not in result.stdout
+    saved = json.loads((model_dir / "results" / "squad_config.json").read_text())
+    assert saved["task_names"] == ["squad"] and saved["doc_stride"] == 48
     metrics = json.loads((model_dir / "results" / "squad_results.json").read_text())
     metrics = metrics["median"]["squad"]
     for key in ("exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1", "best_f1_thresh"):
@@ -515,7 +520,7 @@ def test_the_documented_inference_example_classifies_sentences(finetuning_dir, c
     doc = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
     block = doc.split("## Classifying your own sentences")[1].split("```python\n")[1]
     block = block.split("```")[0]
-    placeholder = "DATA_DIR/models/NAME/finetuning_models/sst_model_1/saved_model"
+    placeholder = "demo_data/models/quickstart/finetuning_models/sst_model_1/saved_model"
     assert placeholder in block
     capsys.readouterr()
     exec(block.replace(placeholder, str(saved)), {})

@@ -385,6 +385,17 @@ def test_lines_of_a_text_read_in_pieces():
     assert list(builder._lines(["y" * 250], max_line_chars=120)) == ["y" * 100, "y" * 100, "y" * 50]
 
 
+def test_the_default_shard_count_scales_with_the_corpus(tmp_path):
+    """The 630 KB sample makes one shard (not the original's 1000 shards of a few examples),
+    two with two worker processes; --num_out_files still decides when given."""
+    summary = _build(SAMPLE / "corpus", tmp_path / "one", num_out_files=None)
+    assert summary["num_out_files"] == 1 and len(_shards(tmp_path / "one")) == 1
+    summary = _build(SAMPLE / "corpus", tmp_path / "two", num_out_files=None, num_processes=2)
+    assert summary["num_out_files"] == 2 and len(_shards(tmp_path / "two")) == 2
+    assert builder.default_num_out_files(9 << 20, 1) == 3
+    assert builder.default_num_out_files(38 << 30, 8) == 1000  # OpenWebText's size
+
+
 def test_cli_flags_and_dashed_spellings(tmp_path):
     result = run_script("pretrain_data/build_pretraining_dataset.py",
                         f"--corpus-dir={SAMPLE / 'corpus'}", f"--vocab-file={BERT_VOCAB}",

@@ -60,6 +60,9 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     assert tags["skipped_steps"] == [2, 4] and "health/generator_too_strong" in tags
     assert tags["probe_train_accuracy"] == tags["probe_dev_accuracy"] == [2, 4]
     saved = json.loads((model_dir / "pretrain_config.json").read_text())
+    # The config goes to its file, named in one line, not onto the console.
+    assert f"config: {model_dir / 'pretrain_config.json'}\n" in out
+    assert '"model_hparam_overrides"' not in out
     assert saved["num_train_steps"] == 4 and saved["model_hparam_overrides"]["hidden_size"] == 32
     disc = keras.saving.load_model(model_dir / "discriminator.keras")
     ids = np.full((1, 32), 2000, np.int32)

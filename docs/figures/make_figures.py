@@ -1,9 +1,10 @@
 """The README's figures: ELECTRA's architecture, and a pretraining run's curves and replaced-token
 view read from its TensorBoard events.
 
-  python docs/figures/make_figures.py --model_dir demo_data/models/quickstart --out docs/figures
+  python docs/figures/make_figures.py --model_dir demo_data/models/quickstart [--out DIR]
 
-writes architecture.png, and from the run quickstart_curves.png (its losses and the
+writes into DIR (by default MODEL_DIR/figures; `--out docs/figures` replaces the README's)
+architecture.png, and from the run quickstart_curves.png (its losses and the
 discriminator's AUC against the step) and replaced_tokens.png (the TensorBoard text sample of its
 last step: the tokens the generator replaced and the discriminator's verdict on every token).
 """
@@ -130,8 +131,11 @@ def plot_architecture(path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_dir", required=True, help="a pretraining run's model dir")
-    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
+    # Not docs/figures by default: the README's figures are tracked files.
+    parser.add_argument("--out", help="where to write the figures (default MODEL_DIR/figures; "
+                        "docs/figures replaces the README's)")
     args = parser.parse_args()
+    args.out = args.out or os.path.join(args.model_dir, "figures")
     scalars, texts = training.read_events(args.model_dir)
     if "example" not in texts or "disc_auc" not in scalars:
         raise SystemExit(f"{args.model_dir}: no ELECTRA text sample or discriminator metrics in "

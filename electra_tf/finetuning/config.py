@@ -85,7 +85,9 @@ class FinetuningConfig(config_lib.TpuHparams):
     vocab_file: str = ""
     # Ours.
     fix_layerwise_lr_depths: bool = False  # correct the original's off-by-one (see optimization)
-    export_saved_model: bool = False  # a TF SavedModel of each trained trial, for TF Serving
+    # A TF SavedModel of each trained trial (for TF Serving, and for classifying new text
+    # without this package's model code): on by default, so that a finished run can be used.
+    export_saved_model: bool = True
     data_source: str = "files"  # or "tfds": GLUE from a prepared tensorflow-datasets data_dir
     tfds_data_dir: str | None = None
     strategy: str = "default"

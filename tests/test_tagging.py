@@ -92,7 +92,7 @@ def test_labels_and_first_wordpiece_features(chunk_dir):
 
     config = from_hparams("tiny", str(chunk_dir), {**CHUNK_HPARAMS, "max_seq_length": 10})
     assert config.max_seq_length == 10  # the user's value beats the task's 256
-    task = tagging.TaggingTask("chunk")
+    task = tagging.ChunkTask("chunk")
     labels = task.labels(config)
     # The BIOES tags that occur in the files, sorted (no I-PP: "because of" is B-PP E-PP).
     assert labels == ("B-ADJP", "B-NP", "B-PP", "B-VP", "E-ADJP", "E-NP", "E-PP", "E-VP",
@@ -121,7 +121,7 @@ def test_predictions_past_the_cut_are_o_and_counted(chunk_dir):
     from electra_tf.finetuning import trainer
 
     config = from_hparams("tiny", str(chunk_dir), {**CHUNK_HPARAMS, "max_seq_length": 8})
-    task = tagging.TaggingTask("chunk")
+    task = tagging.ChunkTask("chunk")
     data = task.load(config, "dev", trainer.make_tokenizer(config))
     labels = task.labels(config)
     # Logits that predict every word's gold BIOES tag where it has a position.

@@ -1,4 +1,6 @@
-"""Sequence tagging: text chunking on CoNLL-2000 (the original's finetune/tagging/).
+"""Sequence tagging (the original's finetune/tagging/): the machinery every word-level tagging
+task shares (TaggingTask: first-wordpiece features, the head, the loss, prediction files) and
+text chunking on CoNLL-2000 (ChunkTask). Part-of-speech tagging (pos.py) is another TaggingTask.
 
 Data: DATA_DIR/finetuning_data/chunk/{train,dev,test}.txt in CoNLL-2000's format, one
 `word POS chunk-tag` line per word (the tag is the last field, IOB2: B-NP, I-NP, O) and a blank
@@ -22,16 +24,18 @@ Words beyond max_seq_length are predicted "O" and counted (the original left the
 score); a warning says how many sentences were cut.
 
 Predictions are written in conlleval's input format, `word POS gold predicted` per line: for dev
-into results/<tasks>_predictions/, for test into test_predictions/ as chunk.txt.
+into results/<tasks>_predictions/, for test into test_predictions/ as chunk.txt (every tagging
+task: the file's fields, then the predicted tag, in <task>.txt).
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 import os
 import typing
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -126,10 +130,51 @@ def _label_set(paths: tuple[str, ...]) -> tuple[str, ...]:
                                            "BIOES")}))
 
 
+def featurize(words: Sequence[Sequence[str]], labels: Sequence[Sequence[int]],
+              tokenizer: WordPieceTokenizer, max_seq_length: int) -> tuple[dict, int]:
+    """The model's arrays of tagged sentences, and how many sentences were cut.
+
+    Each word is tokenized alone (a word with no wordpiece becomes [UNK]); a row is [CLS], the
+    words' pieces, [SEP], segment id 1 throughout (as the original's tagging features).
+    tag_positions holds each word's first wordpiece, tag_labels its label id, tag_mask 1 for
+    the words that fit: a sentence longer than max_seq_length loses its last words."""
+    pieces = iter(tokenizer.tokenize_to_ids([word for sentence in words for word in sentence]))
+    cls, sep, unk = (tokenizer.vocab[t] for t in ("[CLS]", "[SEP]", "[UNK]"))
+    ids, positions, kept = [], [], []
+    cut = 0
+    for sentence, sentence_labels in zip(words, labels):
+        row, first = [cls], []
+        word_pieces = [next(pieces) or [unk] for _ in sentence]
+        for word in word_pieces:
+            if len(row) + len(word) + 1 > max_seq_length:  # [SEP] must fit
+                cut += 1
+                break
+            first.append(len(row))
+            row += word
+        ids.append(row + [sep])
+        positions.append(first)
+        kept.append(list(sentence_labels[:len(first)]))
+    arrays = {
+        "input_ids": pad_rows(ids, max_seq_length),
+        "input_mask": pad_rows([[1] * len(row) for row in ids], max_seq_length),
+        "segment_ids": pad_rows([[1] * len(row) for row in ids], max_seq_length),
+        "tag_positions": pad_rows(positions, max_seq_length),
+        "tag_labels": pad_rows(kept, max_seq_length),
+        "tag_mask": pad_rows([[1] * len(p) for p in positions], max_seq_length, np.float32),
+    }
+    return arrays, cut
+
+
 @dataclasses.dataclass(frozen=True)
 class TaggingTask(Task):
-    """Chunk tagging of CoNLL-format files with the first-wordpiece head."""
+    """A word-level tagging task read from `word ... tag` files (a blank line between
+    sentences) with the first-wordpiece head. A subclass says how its files are read
+    (`read`), which label the head learns for each word (`word_labels`, from `labels`), how
+    the head's labels become the file's tags (`decode`), how they are scored (`score`) and
+    which of a sentence's fields its prediction files repeat (`columns`)."""
     name: str
+    # The head's label predicted for the words past max_seq_length (they count in the score).
+    cut_label: ClassVar[str]
 
     def defaults(self) -> dict[str, Any]:
         return {"max_seq_length": 256}  # the original's for chunk
@@ -140,52 +185,44 @@ class TaggingTask(Task):
     def path(self, config: FinetuningConfig, split: str) -> str:
         return os.path.join(config.raw_data_dir(self.data_name), f"{split}.txt")
 
+    @abc.abstractmethod
+    def read(self, path: str) -> list[Sentence]:
+        """The sentences of one of the task's files."""
+
+    @abc.abstractmethod
     def labels(self, config: FinetuningConfig) -> tuple[str, ...]:
-        """The head's classes: the BIOES tags that occur in the task's files, sorted."""
-        paths = tuple(self.path(config, s) for s in SPLITS
-                      if tf.io.gfile.exists(self.path(config, s)))
-        if not paths:
-            raise DataError(f"no {self.name} data: none of {self.path(config, 'train')}, "
-                            f"dev.txt, test.txt exists")
-        return _label_set(paths)
+        """The head's classes."""
+
+    @abc.abstractmethod
+    def word_labels(self, sentence: Sentence) -> Sequence[str]:
+        """The head's class (one of `labels`) of each of the sentence's words."""
+
+    def decode(self, labels: list[str]) -> list[str]:
+        """A sentence's tags in the file's scheme from the head's labels of its words."""
+        return labels
+
+    @abc.abstractmethod
+    def score(self, config: FinetuningConfig, data: SplitData, predicted: list[list[str]],
+              tokenizer: WordPieceTokenizer) -> dict[str, float]:
+        """The metrics of a split's predicted tags (in the file's scheme)."""
+
+    def columns(self, sentence: Sentence) -> tuple[Sequence[str], ...]:
+        """The fields of each word its prediction files repeat before the predicted tag."""
+        return sentence.words, sentence.pos, sentence.tags
 
     def load(self, config: FinetuningConfig, split: str,
              tokenizer: WordPieceTokenizer) -> SplitData:
-        sentences = read_conll(self.path(config, split))
+        sentences = self.read(self.path(config, split))
         label_ids = {label: i for i, label in enumerate(self.labels(config))}
-        words = [word for sentence in sentences for word in sentence.words]
-        pieces = iter(tokenizer.tokenize_to_ids(words))
-        cls, sep, unk = (tokenizer.vocab[t] for t in ("[CLS]", "[SEP]", "[UNK]"))
-        length = config.max_seq_length
-        ids, positions, labels = [], [], []
-        cut = 0
-        for sentence in sentences:
-            row, first = [cls], []
-            word_pieces = [next(pieces) or [unk] for _ in sentence.words]
-            for word in word_pieces:
-                if len(row) + len(word) + 1 > length:  # [SEP] must fit
-                    cut += 1
-                    break
-                first.append(len(row))
-                row += word
-            ids.append(row + [sep])
-            positions.append(first)
-            bioes = encode(chunks(sentence.tags), len(sentence.words), "BIOES")
-            labels.append([label_ids[tag] for tag in bioes[:len(first)]])
+        arrays, cut = featurize(
+            [s.words for s in sentences],
+            [[label_ids[tag] for tag in self.word_labels(s)] for s in sentences],
+            tokenizer, config.max_seq_length)
         if cut:
             logging.warning("%s %s: %d of %d sentences do not fit max_seq_length %d; their "
-                            "last words are predicted O", self.name, split, cut,
-                            len(sentences), length)
-        arrays = {
-            "input_ids": pad_rows(ids, length),
-            "input_mask": pad_rows([[1] * len(row) for row in ids], length),
-            # Segment 1 throughout, as the original's tagging features.
-            "segment_ids": pad_rows([[1] * len(row) for row in ids], length),
-            "tag_positions": pad_rows(positions, length),
-            "tag_labels": pad_rows(labels, length),
-            "tag_mask": pad_rows([[1] * len(p) for p in positions], length, np.float32),
-            "eid": np.array([s.eid for s in sentences], np.int64),
-        }
+                            "last words are predicted %s", self.name, split, cut,
+                            len(sentences), config.max_seq_length, self.cut_label)
+        arrays["eid"] = np.array([s.eid for s in sentences], np.int64)
         if config.log_examples:
             print(f"{self.name} {split}: {len(sentences)} sentences, e.g. "
                   f"{list(zip(sentences[0].words, sentences[0].tags))[:8]}", flush=True)
@@ -205,28 +242,69 @@ class TaggingTask(Task):
 
     def predicted_tags(self, config: FinetuningConfig, data: SplitData,
                        outputs: np.ndarray) -> list[list[str]]:
-        """IOB2 tags of each sentence's words from the head's logits."""
+        """Each sentence's tags (the file's scheme) from the head's logits."""
         labels = self.labels(config)
         tags = []
         for row, sentence in enumerate(data.examples):
             n = int(data.arrays["tag_mask"][row].sum())
             best = outputs[row, data.arrays["tag_positions"][row, :n]].argmax(-1)
-            bioes = [labels[i] for i in best] + ["O"] * (len(sentence.words) - n)
-            tags.append(encode(chunks(bioes), len(bioes), "IOB2"))
+            tags.append(self.decode([labels[i] for i in best]
+                                    + [self.cut_label] * (len(sentence.words) - n)))
         return tags
 
     def evaluate(self, config: FinetuningConfig, data: SplitData, outputs: np.ndarray,
                  tokenizer: WordPieceTokenizer, output_dir: str) -> dict[str, float]:
         predicted = self.predicted_tags(config, data, outputs)
-        write_conll(os.path.join(output_dir, f"{self.name}.txt"), data.examples, predicted)
-        return score([s.tags for s in data.examples], predicted)
+        self.write_predictions(os.path.join(output_dir, f"{self.name}.txt"), data.examples,
+                               predicted)
+        return self.score(config, data, predicted, tokenizer)
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: np.ndarray, tokenizer: WordPieceTokenizer,
                            directory: str) -> list[str]:
         path = os.path.join(directory, f"{self.name}.txt")
-        write_conll(path, data.examples, self.predicted_tags(config, data, outputs))
+        self.write_predictions(path, data.examples, self.predicted_tags(config, data, outputs))
         return [path]
+
+    def write_predictions(self, path: str, sentences: Sequence[Sentence],
+                          predicted: Sequence[Sequence[str]]) -> None:
+        """`columns... predicted` per word, a blank line after each sentence (for chunk,
+        conlleval's input); written to a temporary file and renamed, so it appears whole or
+        not at all."""
+        lines = []
+        for sentence, tags in zip(sentences, predicted):
+            lines += [" ".join(fields) for fields in zip(*self.columns(sentence), tags)]
+            lines.append("")
+        files.write_atomically(path, "\n".join(lines) + "\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkTask(TaggingTask):
+    """Chunking on CoNLL-2000's files: BIOES labels, conlleval's chunk F1."""
+    cut_label: ClassVar[str] = "O"
+
+    def read(self, path: str) -> list[Sentence]:
+        return read_conll(path)
+
+    def labels(self, config: FinetuningConfig) -> tuple[str, ...]:
+        """The head's classes: the BIOES tags that occur in the task's files, sorted."""
+        paths = tuple(self.path(config, s) for s in SPLITS
+                      if tf.io.gfile.exists(self.path(config, s)))
+        if not paths:
+            raise DataError(f"no {self.name} data: none of {self.path(config, 'train')}, "
+                            f"dev.txt, test.txt exists")
+        return _label_set(paths)
+
+    def word_labels(self, sentence: Sentence) -> list[str]:
+        return encode(chunks(sentence.tags), len(sentence.words), "BIOES")
+
+    def decode(self, labels: list[str]) -> list[str]:
+        """IOB2 tags of the chunks the BIOES labels hold."""
+        return encode(chunks(labels), len(labels), "IOB2")
+
+    def score(self, config: FinetuningConfig, data: SplitData, predicted: list[list[str]],
+              tokenizer: WordPieceTokenizer) -> dict[str, float]:
+        return score([s.tags for s in data.examples], predicted)
 
 
 def score(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, float]:
@@ -237,16 +315,4 @@ def score(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> 
                                    ("recall", metrics.recall_score), ("f1", metrics.f1_score))}
 
 
-def write_conll(path: str, sentences: Sequence[Sentence],
-                predicted: Sequence[Sequence[str]]) -> None:
-    """`word POS gold predicted` per line, a blank line after each sentence (conlleval's input);
-    written to a temporary file and renamed, so it appears whole or not at all."""
-    lines = []
-    for sentence, tags in zip(sentences, predicted):
-        lines += [" ".join(fields) for fields in zip(sentence.words, sentence.pos,
-                                                     sentence.tags, tags)]
-        lines.append("")
-    files.write_atomically(path, "\n".join(lines) + "\n")
-
-
-TASKS: list[TaggingTask] = [TaggingTask("chunk")]
+TASKS: list[TaggingTask] = [ChunkTask("chunk")]

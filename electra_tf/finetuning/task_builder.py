@@ -6,11 +6,11 @@ new kind of task is one task.Task subclass whose instances are added to TASKS he
 
 from __future__ import annotations
 
-from electra_tf.finetuning import glue, qa, tagging, zero_shot
+from electra_tf.finetuning import glue, pos, qa, tagging, zero_shot
 from electra_tf.finetuning.task import Task
 
 TASKS: dict[str, Task] = {task.name: task for task in [
-    *glue.TASKS.values(), *qa.TASKS, *tagging.TASKS, *zero_shot.TASKS]}
+    *glue.TASKS.values(), *qa.TASKS, *tagging.TASKS, *pos.TASKS, *zero_shot.TASKS]}
 
 
 def get_task(name: str) -> Task:

@@ -126,10 +126,11 @@ class PretrainingConfig(TpuHparams):
     log_seconds: float = 30.0  # ours: a console progress line at least this often
     text_summary_steps: int = 5000  # ours: a sample of inputs/samples/verdicts in TensorBoard
     nonfinite_patience: int = 20  # ours: steps in a row with a NaN/inf loss that stop the run
-    # Ours: a linear probe of the discriminator on a GLUE-format task directory (electra_tf.probe)
+    # Ours: a linear probe of the discriminator on a GLUE or tagging task's directory
+    # (electra_tf.probe)
     probe_task: str = ""
     probe_steps: int = 0  # every this many steps and at the end; 0: only at the end
-    probe_examples: int = 2000  # the first rows of its train and dev splits
+    probe_examples: int = 2000  # the first rows (sentences) of its train and dev splits
 
     # Model
     model_size: str = "small"  # small, base, large, or a released preset: small++, base++, large++
@@ -505,8 +506,8 @@ def validate(c: PretrainingConfig) -> None:
     require(c.probe_examples >= 2, "probe_examples",
             f"must be at least 2, got {c.probe_examples}")
     require(not c.probe_task or tf.io.gfile.isdir(c.probe_task), "probe_task",
-            f"{c.probe_task!r} is not a directory; give a GLUE-format task directory such as "
-            "DATA_DIR/finetuning_data/sst")
+            f"{c.probe_task!r} is not a directory; give a GLUE or tagging task's directory "
+            "such as DATA_DIR/finetuning_data/sst or DATA_DIR/finetuning_data/pos")
     require(c.temperature > 0, "temperature", "must be > 0")
     require(c.gen_weight >= 0 and c.disc_weight >= 0, "gen_weight",
              "gen_weight and disc_weight must be >= 0")

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import electra_tf  # noqa: F401  (registers the Keras classes load_model needs)
-from conftest import TINY_MODEL, run_script, write_sst_files, write_tfrecords
+from conftest import TEST_DATA, TINY_MODEL, run_script, write_sst_files, write_tfrecords
+from electra_tf.finetuning import pos
 
 SCALARS = {"loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy",
            "sampled_masked_lm_accuracy", "disc_accuracy", "disc_precision", "disc_recall",
@@ -71,7 +72,11 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
               if "optimizer/_iterations" in k}
 
     # The same command with more steps resumes from step 4, optimizer state and all; the
-    # changed hparam is logged and recorded.
+    # changed hparams are logged and recorded. It probes a tagging task: the pos task's files
+    # from the shipped Brown slice.
+    pos.write_task_files(str(TEST_DATA / "brown_tagged"),
+                         str(data_dir / "finetuning_data" / "pos"), train_sentences=100)
+    probe = {"probe_task": str(data_dir / "finetuning_data" / "pos"), "probe_steps": 2}
     out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
                             "tiny", "--hparams", _hparams(num_train_steps=6,
                                                           iterations_per_loop=2,
@@ -80,13 +85,17 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
     assert "restored the input position" in out
     assert "step 2/6" not in out and "step 6/6" in out
     assert "resuming at step 4 with changed hparams: num_train_steps 4 -> 6" in out
+    assert "step 6 probe: probe_train_accuracy" in out and "probe_dev_unseen_accuracy" in out
     changes = json.loads((model_dir / "hparam_changes.json").read_text())
-    assert changes == [{"step": 4, "changed": {"num_train_steps": [4, 6],
-                                               "text_summary_steps": [2, 5000]}}]
+    assert changes == [{"step": 4, "changed": {
+        "num_train_steps": [4, 6], "text_summary_steps": [2, 5000],
+        "probe_task": [str(data_dir / "finetuning_data" / "sst"), probe["probe_task"]]}}]
     assert json.loads((model_dir / "pretrain_config.json").read_text())["num_train_steps"] == 6
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-6")
     assert [int(v) for v in step_4.values()] == [4]
-    assert max(_event_tags(model_dir)["loss"]) == 6
+    tags = _event_tags(model_dir)
+    assert max(tags["loss"]) == 6
+    assert tags["probe_dev_unseen_accuracy"] == [6] and tags["probe_dev_accuracy"] == [2, 4, 6]
 
 
 @pytest.mark.slow

@@ -105,7 +105,7 @@ LADDERS = {
     # budget's model (hidden 128, 4 layers, generator 1/4, seq 128, batch 32, lr 1e-3) and its
     # 8k vocabulary size, learned from the bigger corpus.
     "full": Ladder(budget=FULL_BUDGET, min_flops=1e13, max_flops=1e15, rungs=7,
-                   tasks=(TaskProtocol("pos", 3.0, 128), TaskProtocol("sst", 8.0, 64))),
+                   tasks=(TaskProtocol("pos", 5.0, 128), TaskProtocol("sst", 8.0, 64))),
 }
 
 
@@ -287,7 +287,7 @@ def finetune(sitting: Sitting, objective: str, steps: int, flops: float, model: 
     log(f"fine-tuning {model} on {task.name} at lr {learning_rate:g}")
     summary, usage = efficiency.run_finetuning(
         model, task.name, learning_rate, budget, sitting.data_dir,
-        os.path.join(sitting.out, "logs", "finetune", f"{model}__{task.name}__lr"
+        os.path.join(sitting.out, "logs", "finetune", f"{objective}_{steps}__{task.name}__lr"
                      f"{learning_rate:g}.log"), pretrained=objective != NONE)
     test = None
     if not any(f"{task.name}-test" in trial for trial in summary["trials"]):

@@ -38,7 +38,6 @@ NONE = "none"
 NAMES = {"electra": "ELECTRA", "mlm": "BERT (MLM)", NONE: "no pretraining"}
 # The report's tables: (task, metric) in this order, those with records.
 SHOWN = (("pos", "unseen_accuracy"), ("pos", "accuracy"), ("sst", "accuracy"))
-SAME_BUDGET = 0.05  # two objectives' checkpoints within 5% of each other's FLOPs: one budget
 
 
 @dataclasses.dataclass
@@ -94,16 +93,21 @@ class Budget:
     bert: Scores | None
 
 
+def _same_budget(a: Scores, b: Scores) -> bool:
+    """Each objective's steps are the whole number closest to a budget's FLOPs: two
+    checkpoints of one budget differ by at most half a step of each."""
+    half_steps = 0.5 * (a.pretrain_flops / a.pretrain_steps + b.pretrain_flops / b.pretrain_steps)
+    return abs(a.pretrain_flops - b.pretrain_flops) <= half_steps
+
+
 def budgets(scores: dict[tuple, Scores]) -> list[Budget]:
-    """ELECTRA's and BERT's checkpoints paired by FLOPs (within SAME_BUDGET), smallest first."""
+    """ELECTRA's and BERT's checkpoints paired by FLOPs (one budget's), smallest first."""
     by_objective = {o: sorted((s for s in scores.values() if s.objective == o),
                               key=lambda s: s.pretrain_flops) for o in ("electra", "mlm")}
     pairs: list[Budget] = []
     unmatched = list(by_objective["mlm"])
     for e in by_objective["electra"]:
-        match = next((b for b in unmatched
-                      if abs(b.pretrain_flops - e.pretrain_flops) <= SAME_BUDGET
-                      * e.pretrain_flops), None)
+        match = next((b for b in unmatched if _same_budget(e, b)), None)
         if match is not None:
             unmatched.remove(match)
         pairs.append(Budget(e.pretrain_flops, e, match))

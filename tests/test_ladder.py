@@ -311,3 +311,39 @@ def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
     assert "pretraining" not in second.stdout and "fine-tuning" not in second.stdout
     assert records.read(str(results / "finetune.jsonl")) == finetune
     assert re.search(r"the ladder is done", second.stdout)
+
+
+def test_a_run_still_going_at_the_deadline_gets_sigterm_and_its_usage_is_kept(tmp_path):
+    """run_pretraining.py writes a checkpoint on SIGTERM and exits 143; this stands in for it."""
+    import time
+
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+              "time.sleep(60)\n")
+    start = time.time()
+    with pytest.raises(efficiency.Stopped) as stopped:
+        efficiency.run_logged([sys.executable, "-c", script], str(tmp_path / "log.txt"),
+                              deadline=time.time() + 2)
+    assert time.time() - start < 30
+    assert set(stopped.value.usage) == {"wall_seconds", "cpu_seconds", "load_average"}
+    # A run that ends before the deadline is not stopped.
+    assert efficiency.run_logged([sys.executable, "-c", "pass"], str(tmp_path / "log2.txt"),
+                                 deadline=time.time() + 600)["wall_seconds"] >= 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--hours", "0"], "--hours must be positive"),
+    (["--max_rung", "8"], "--max_rung must be in [1, 7]"),
+    (["--workers", "0"], "--workers must be at least 1"),
+])
+def test_bad_flags_fail_naming_the_flag(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", "x", *flags])
+    assert message in capsys.readouterr().err
+
+
+def test_the_full_ladder_writes_its_records_into_the_repository():
+    args = ladder.parse_args(["--out", "x"])
+    assert args.results == str(REPO / "experiments" / "results" / "ladder")
+    assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
+        "x/results")

@@ -361,21 +361,28 @@ def check_shared_data(shared_data: str) -> None:
                          "--shared_data DIR")
 
 
+def build_corpus(out: str, shared_data: str) -> str:
+    """OUT/corpus/, the pretraining text and nothing else (the builders read every file in
+    it); what went in is in OUT/corpus_summary.json, written last."""
+    corpus = os.path.join(out, "corpus")
+    summary_path = os.path.join(out, "corpus_summary.json")
+    if not os.path.exists(summary_path):
+        summary = downstream.ladder_corpus(shared_data, corpus)
+        efficiency.write_json(summary_path, summary)
+        log(f"pretraining text -> {corpus}: {summary['total_words']:,} words")
+    return corpus
+
+
 def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
     """DATA_DIR: vocab.txt, pretrain_tfrecords/, finetuning_data/{pos,sst}/."""
     from electra_tf.finetuning import pos
 
-    corpus = os.path.join(out, "corpus")
-    summary_path = os.path.join(corpus, "corpus_summary.json")
     data_ready = os.path.exists(os.path.join(out, "data", "pretrain_tfrecords",
                                              "build_summary.json"))
     if not data_ready or any(t.name == "sst" and not os.path.exists(os.path.join(
             out, "data", "finetuning_data", "sst", "test_labels.tsv")) for t in ladder.tasks):
         check_shared_data(shared_data)
-    if not os.path.exists(summary_path) and not data_ready:
-        summary = downstream.ladder_corpus(shared_data, corpus)
-        efficiency.write_json(summary_path, summary)
-        log(f"pretraining text -> {corpus}: {summary['total_words']:,} words")
+    corpus = build_corpus(out, shared_data) if not data_ready else os.path.join(out, "corpus")
     data_dir = efficiency.pretraining_data(
         out, corpus, ladder.budget, os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"))
     finetuning = os.path.join(data_dir, "finetuning_data")

@@ -56,6 +56,14 @@ def test_corpus_holds_the_train_brown_files_as_plain_text_and_never_dev_or_test(
     assert summary["total_words"] == sum(summary["words"].values())
 
 
+def test_the_corpus_directory_holds_only_the_text_the_builders_read(ladder_shared, tmp_path):
+    corpus = ladder.build_corpus(str(tmp_path), str(ladder_shared))
+    assert sorted(p.name for p in pathlib.Path(corpus).iterdir()) == [
+        "brown_train.txt", "enwiki_sample.txt", "python3.11-doc.txt"]
+    summary = json.loads((tmp_path / "corpus_summary.json").read_text())
+    assert summary["total_words"] > 0
+
+
 def test_brown_paragraphs_join_a_paragraphs_sentences_and_drop_the_tags(tmp_path):
     path = tmp_path / "ca01"
     path.write_text("\n\n\tThe/at jury/nn said/vbd ``/`` yes/rb ''/'' ./.\n"

@@ -377,24 +377,24 @@ def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
     """DATA_DIR: vocab.txt, pretrain_tfrecords/, finetuning_data/{pos,sst}/."""
     from electra_tf.finetuning import pos
 
+    finetuning = os.path.join(out, "data", "finetuning_data")
+    names = [t.name for t in ladder.tasks]
+    task_files = {n: os.path.join(finetuning, n, "test.txt" if n == "pos" else "test_labels.tsv")
+                  for n in names}
     data_ready = os.path.exists(os.path.join(out, "data", "pretrain_tfrecords",
                                              "build_summary.json"))
-    if not data_ready or any(t.name == "sst" and not os.path.exists(os.path.join(
-            out, "data", "finetuning_data", "sst", "test_labels.tsv")) for t in ladder.tasks):
+    if not data_ready or not all(map(os.path.exists, task_files.values())):
         check_shared_data(shared_data)
     corpus = build_corpus(out, shared_data) if not data_ready else os.path.join(out, "corpus")
     data_dir = efficiency.pretraining_data(
         out, corpus, ladder.budget, os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"))
-    finetuning = os.path.join(data_dir, "finetuning_data")
-    names = [t.name for t in ladder.tasks]
-    if "pos" in names and not os.path.exists(os.path.join(finetuning, "pos", "test.txt")):
+    if "pos" in names and not os.path.exists(task_files["pos"]):
         counts = pos.write_task_files(os.path.join(shared_data, "corpora", "brown_tagged"),
                                       os.path.join(finetuning, "pos"),
                                       ladder.pos_train_sentences)
         log(f"pos task -> {finetuning}/pos: {counts}")
     glue_tasks = [n for n in names if n != "pos"]
-    if glue_tasks and not all(os.path.exists(os.path.join(finetuning, n, "test_labels.tsv"))
-                              for n in glue_tasks):
+    if glue_tasks and not all(os.path.exists(task_files[n]) for n in glue_tasks):
         downstream.build_tasks(shared_data, finetuning, ladder.budget.task_sizes, glue_tasks)
         log(f"downstream tasks {glue_tasks} -> {finetuning}")
     return data_dir

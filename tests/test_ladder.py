@@ -81,6 +81,9 @@ def test_missing_shared_data_names_the_fetch_command(tmp_path):
     message = str(stopped.value)
     assert "\n" not in message and "lacks corpora/brown_tagged/ca01 (and 3 more)" in message
     assert "python experiments/fetch_corpora.py --out DIR" in message
+    with pytest.raises(SystemExit, match="fetch_corpora.py"):  # before anything is written
+        ladder.prepare_data(str(tmp_path / "out"), str(tmp_path), ladder.LADDERS["full"])
+    assert not (tmp_path / "out").exists()
 
 
 # ----------------------------------------------------------------------------- the plan

@@ -32,6 +32,7 @@ setup(
         "numpy>=1.26",
         "scikit-learn>=1.3",  # GLUE metrics
         "scipy>=1.11",  # GLUE metrics
+        "threadpoolctl>=3.1",  # the linear probe's fit on one BLAS thread (scikit-learn needs it)
         "tqdm>=4.60",  # the data builder's progress bar
         "seqeval>=1.2",  # chunking's F1 (CoNLL-2000 tagging task)
     ],

@@ -57,6 +57,7 @@ from typing import Callable
 
 import numpy as np
 import tensorflow as tf
+import threadpoolctl
 
 from electra_tf.finetuning import glue, pos, tagging, task_builder
 from electra_tf.finetuning.task import DataError
@@ -68,9 +69,9 @@ BATCH_SIZE = 64
 @dataclasses.dataclass
 class ProbeSplit:
     """One split: the encoder's input arrays and the probe's targets, one a sentence (a
-    sentence task) or one a word that fits max_seq_length (a tagging task, whose arrays' tag_positions
-    and tag_mask say where each word's first wordpiece is). `unseen` marks a tagging task's dev
-    words that the probe's train sentences lack."""
+    sentence task) or one a word that fits max_seq_length (a tagging task, whose arrays'
+    tag_positions and tag_mask say where each word's first wordpiece is). `unseen` marks a
+    tagging task's dev words that the probe's train sentences lack."""
     arrays: dict[str, np.ndarray]
     labels: np.ndarray
     unseen: np.ndarray | None = None
@@ -120,11 +121,15 @@ class LinearProbe:
         train_x, dev_x = features(self.train.arrays), features(self.dev.arrays)
         mean, std = train_x.mean(0), train_x.std(0) + 1e-6
         train_x, dev_x = (train_x - mean) / std, (dev_x - mean) / std
-        model = _linear_model(self.regression)
-        model.fit(train_x, self.train.labels)
+        # One BLAS thread: these matrices are small, so threads only contend with each other
+        # (and with TensorFlow's), and one thread's sums do not depend on the machine's cores.
+        with threadpoolctl.threadpool_limits(limits=1):
+            model = _linear_model(self.regression)
+            model.fit(train_x, self.train.labels)
+            predicted = {"train": model.predict(train_x), "dev": model.predict(dev_x)}
         return {f"probe_{name}_{metric}": value
-                for name, x, split in (("train", train_x, self.train), ("dev", dev_x, self.dev))
-                for metric, value in self.scores(split, model.predict(x)).items()}
+                for name, split in (("train", self.train), ("dev", self.dev))
+                for metric, value in self.scores(split, predicted[name]).items()}
 
 
 def _sentence_splits(task: glue.GlueTask, directory: str, tokenizer: WordPieceTokenizer,

@@ -34,7 +34,7 @@ def test_per_task_and_per_size_defaults_as_the_original():
     ({"task_names": ["mnli", "glue"]},
      "unknown tasks ['glue']; valid tasks: ['cola', 'sst', 'mrpc', 'sts', 'qqp', 'mnli', 'qnli', "
      "'rte', 'wnli', 'squad', 'squadv1', 'newsqa', 'naturalqs', 'triviaqa', 'searchqa', "
-     "'hotpotqa', 'chunk', 'sst_zeroshot', 'cola_zeroshot']"),
+     "'hotpotqa', 'chunk', 'pos', 'sst_zeroshot', 'cola_zeroshot']"),
     ({"use_tfrecords_if_existing": True}, "no TFRecords to reuse"),
     ({"num_tpu_cores": 8}, "hparam 'num_tpu_cores': TPUStrategy replicates over every core"),
     ({"tpu_job_name": "worker"}, "hparam 'tpu_job_name': TPUClusterResolver finds"),
@@ -62,6 +62,7 @@ def test_the_registry_names_every_task_and_its_defaults():
     for name in ("squad", "squadv1", "newsqa", "naturalqs", "hotpotqa"):
         assert (make(name).max_seq_length, make(name).num_train_epochs) == (512, 2.0)
     assert (make("chunk").max_seq_length, make("chunk").num_train_epochs) == (256, 3.0)
+    assert (make("pos").max_seq_length, make("pos").num_train_epochs) == (128, 3.0)
     assert not make("sst_zeroshot").do_train
 
 

@@ -154,9 +154,12 @@ def test_task_file_errors(tmp_path):
     bad.mkdir()
     for i in range(1, 8):
         (bad / f"ca0{i}").write_text("The/at cat/nn\n\nsat/vbd ./.\n")
-    (bad / "ca02").write_text("The/at cat\n")
-    with pytest.raises(ValueError, match=r"ca02:1: token 'cat' is not word/tag"):
-        pos.write_task_files(str(bad), str(tmp_path / "pos"), train_sentences=2)
+    for content, message in (("The/at cat\n", r"ca02:1: token 'cat' is not word/tag"),
+                             ("\nThe/at cat/xx\n", r"ca02:2: 'xx' is not a Brown tag"),
+                             ("The/at caf\xc3\xa9/nn\n", r"ca02:1: not ASCII")):
+        (bad / "ca02").write_bytes(content.encode("latin-1"))
+        with pytest.raises(ValueError, match=message):
+            pos.write_task_files(str(bad), str(tmp_path / "pos"), train_sentences=2)
     assert not (tmp_path / "pos").exists() or not any((tmp_path / "pos").iterdir())
 
 

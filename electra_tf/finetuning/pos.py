@@ -14,6 +14,9 @@ lower case. This module turns it into the task's files and is the task:
 - `write_task_files` writes DATA_DIR/finetuning_data/pos/{train,dev,test}.txt: one `word TAG`
   line per word (the coarse tag), a blank line after each sentence, the layout the tagging
   machinery already reads (CoNLL's, with the tag in the last field).
+- `PosTask` (registered as `pos`) fine-tunes on those files through the tagging machinery
+  (tagging.TaggingTask) and reports `accuracy` and `unseen_accuracy`, the accuracy on the words
+  that never occur in train.txt.
 
 >>> coarse_tag("nn-tl"), coarse_tag("pps+bez"), coarse_tag("dod*"), coarse_tag("fw-nn")
 ('NOUN', 'PRON', 'VERB', 'X')
@@ -181,11 +184,16 @@ def brown_files(brown_dir: str) -> list[str]:
 
 def read_brown_file(path: str) -> list[list[tuple[str, str]]]:
     """The sentences of one tagged Brown file, each a list of (word, Brown tag): a sentence a
-    non-blank line, tokens split at their last `/`. Bad tokens fail naming the file and line."""
+    non-blank line, tokens split at their last `/`. A token that is not word/tag, or whose
+    tag is not a Brown tag, fails naming the file and line."""
     sentences = []
-    with open(path, encoding="ascii") as f:
-        for number, line in enumerate(f, start=1):
-            tokens = line.split()
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                tokens = raw.decode("ascii").split()
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{number}: not ASCII ({e.reason}), as the tagged "
+                                 "Brown corpus is") from None
             if not tokens:
                 continue
             sentence = []
@@ -193,6 +201,10 @@ def read_brown_file(path: str) -> list[list[tuple[str, str]]]:
                 word, slash, tag = token.rpartition("/")
                 if not slash or not word or not tag:
                     raise ValueError(f"{path}:{number}: token {token!r} is not word/tag")
+                try:
+                    coarse_tag(tag)
+                except ValueError as e:
+                    raise ValueError(f"{path}:{number}: {e}") from None
                 sentence.append((word, tag))
             sentences.append(sentence)
     return sentences

@@ -59,7 +59,7 @@ _TAG_PREFIXES = ("B", "I", "E", "S")
 class Sentence:
     eid: int
     words: tuple[str, ...]
-    pos: tuple[str, ...]
+    pos: tuple[str, ...]  # CoNLL-2000's POS field; empty for files without one (pos's)
     tags: tuple[str, ...]  # as in the file
 
 
@@ -176,9 +176,6 @@ class TaggingTask(Task):
     # The head's label predicted for the words past max_seq_length (they count in the score).
     cut_label: ClassVar[str]
 
-    def defaults(self) -> dict[str, Any]:
-        return {"max_seq_length": 256}  # the original's for chunk
-
     def test_splits(self, config: FinetuningConfig) -> list[str]:
         return ["test"]
 
@@ -282,6 +279,9 @@ class TaggingTask(Task):
 class ChunkTask(TaggingTask):
     """Chunking on CoNLL-2000's files: BIOES labels, conlleval's chunk F1."""
     cut_label: ClassVar[str] = "O"
+
+    def defaults(self) -> dict[str, Any]:
+        return {"max_seq_length": 256}  # the original's for chunk
 
     def read(self, path: str) -> list[Sentence]:
         return read_conll(path)

@@ -108,6 +108,10 @@ class PretrainingConfig(TpuHparams):
     # Optimization
     learning_rate: float = 5e-4
     lr_decay_power: float = 1.0
+    # Ours: "polynomial" (the original's: the decay spans the run) or "wsd" (warmup, the peak
+    # held, then the decay over the last lr_decay_steps; 0 holds the peak to the end).
+    lr_schedule: str = "polynomial"
+    lr_decay_steps: int = 0
     weight_decay_rate: float = 0.01
     num_warmup_steps: int = 10000
     optimizer: str = "adamw"  # ours: "adamw" (the original's) or "lamb" for large batches
@@ -556,6 +560,7 @@ def validate(c: PretrainingConfig) -> None:
                 "save_checkpoints_steps", "num_eval_steps", "vocab_size"):
         require(getattr(c, key) >= 1, key, f"must be at least 1, got {getattr(c, key)}")
     require(c.num_warmup_steps >= 0, "num_warmup_steps", "must be >= 0")
+    _validate_schedule(c)
     require(c.log_seconds > 0, "log_seconds", f"must be > 0, got {c.log_seconds}")
     require(c.nonfinite_patience >= 1, "nonfinite_patience",
             f"must be at least 1, got {c.nonfinite_patience}")
@@ -592,6 +597,24 @@ def validate(c: PretrainingConfig) -> None:
     require(c.kernels in KERNELS, "kernels", f"one of {KERNELS}, got {c.kernels!r}")
     require(c.keep_checkpoint_max is None or c.keep_checkpoint_max >= 0, "keep_checkpoint_max",
              "must be >= 0 (0 keeps all)")
+
+
+LR_SCHEDULES = ("polynomial", "wsd")
+
+
+def _validate_schedule(c: PretrainingConfig) -> None:
+    require(c.lr_schedule in LR_SCHEDULES, "lr_schedule",
+            f"one of {LR_SCHEDULES}, got {c.lr_schedule!r}")
+    if c.lr_schedule == "polynomial":
+        require(c.lr_decay_steps == 0, "lr_decay_steps",
+                "is for lr_schedule 'wsd'; the polynomial schedule decays over the whole run")
+        return
+    require(0 <= c.lr_decay_steps <= c.num_train_steps - c.num_warmup_steps, "lr_decay_steps",
+            f"must be in [0, num_train_steps - num_warmup_steps] = [0, "
+            f"{c.num_train_steps - c.num_warmup_steps}], got {c.lr_decay_steps}: the decay "
+            "starts after the warmup")
+    require(c.training_algorithm != "two_stage", "lr_schedule",
+            "two_stage restarts the polynomial schedule for each stage; use 'polynomial'")
 
 
 def _validate_objective(c: PretrainingConfig) -> None:

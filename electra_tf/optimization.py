@@ -3,6 +3,10 @@
 - WarmupPolynomialDecay: lr * (1 - min(step, T) / T) ** power, times min(1, step / warmup).
   Warmup *overlaps* the decay (the peak is never reached exactly), and step 0 trains at lr 0,
   both as the original.
+- WarmupStableDecay (ours, `lr_schedule: "wsd"`; Hagele et al. 2024): linear warmup, the peak
+  held, then a decay to 0 over the last `decay_steps` steps. The schedule before the decay does
+  not depend on where the run ends, so one run at the peak (the trunk) can be continued by
+  short decays that end at several budgets.
 - AdamWeightDecay: Adam with beta1 0.9, beta2 0.999, epsilon 1e-6 and *no* bias correction,
   plus decoupled weight decay (update += rate * param) skipped for LayerNorm and bias variables.
 - Layer-wise learning-rate decay for fine-tuning (`layerwise_lr_multipliers`): lr x
@@ -63,6 +67,43 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self) -> dict[str, Any]:
         return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
                 "num_warmup_steps": self.num_warmup_steps, "power": self.power}
+
+
+@register
+class WarmupStableDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """min(1, step / warmup) x lr until num_train_steps - decay_steps, then
+    lr x (1 - progress) ** power over the decay, progress going from 0 to 1 at num_train_steps.
+    decay_steps 0: the peak is held to the end (a trunk that decay branches continue).
+
+    >>> schedule = WarmupStableDecay(1.0, num_train_steps=100, num_warmup_steps=10,
+    ...                              decay_steps=20)
+    >>> [round(float(schedule(s)), 2) for s in (0, 5, 10, 80, 90, 100)]
+    [0.0, 0.5, 1.0, 1.0, 0.5, 0.0]
+    """
+
+    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: float = 0,
+                 decay_steps: int = 0, power: float = 1.0):
+        self.learning_rate = learning_rate
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.decay_steps = decay_steps
+        self.power = power
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        lr = ops.convert_to_tensor(self.learning_rate, "float32")
+        if self.decay_steps > 0:
+            start = float(self.num_train_steps - self.decay_steps)
+            progress = ops.clip((step - start) / float(self.decay_steps), 0.0, 1.0)
+            lr = lr * ops.power(1.0 - progress, self.power)
+        if self.num_warmup_steps > 0:
+            lr = lr * ops.minimum(1.0, step / float(self.num_warmup_steps))
+        return lr
+
+    def get_config(self) -> dict[str, Any]:
+        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps, "decay_steps": self.decay_steps,
+                "power": self.power}
 
 
 @register
@@ -274,13 +315,22 @@ def layerwise_lr_multipliers(paths: Sequence[str], num_layers: int, decay: float
 def create_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: float = 0,
                      weight_decay_rate: float = 0.0, lr_decay_power: float = 1.0,
                      optimizer: str = "adamw", lr_multipliers: dict[str, float] | None = None,
-                     fused: bool = True, restart_every: int | None = None) -> AdamWeightDecay:
+                     fused: bool = True, restart_every: int | None = None,
+                     lr_schedule: str = "polynomial", lr_decay_steps: int = 0) -> AdamWeightDecay:
     """The original's create_optimizer, minus the clipping (done on the reduced gradient).
     `fused`: AdamW updates every variable in one XLA computation on a single replica (LAMB,
     whose trust ratio is per variable, never does). `restart_every`: the schedule (warmup,
-    then decay over `num_train_steps`) starts again every that many steps."""
-    schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
-                                     lr_decay_power)
+    then decay over `num_train_steps`) starts again every that many steps. `lr_schedule`:
+    "polynomial" (the original's, decay over the whole run) or "wsd" (WarmupStableDecay, the
+    decay over the last `lr_decay_steps`)."""
+    if lr_schedule == "wsd":
+        schedule = WarmupStableDecay(learning_rate, num_train_steps, num_warmup_steps,
+                                     lr_decay_steps, lr_decay_power)
+    elif lr_schedule == "polynomial":
+        schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps,
+                                         lr_decay_power)
+    else:
+        raise ValueError(f"lr_schedule {lr_schedule!r}: use 'polynomial' or 'wsd'")
     if restart_every:
         schedule = RestartingSchedule(schedule, restart_every)
     cls = {"adamw": AdamWeightDecay, "lamb": Lamb}[optimizer]

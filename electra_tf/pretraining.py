@@ -443,7 +443,8 @@ def create_state(config: PretrainingConfig, special: SpecialIds,
         n = model.switch_step
         optimizer = optimization.create_optimizer(
             config.learning_rate, n or config.num_train_steps, config.num_warmup_steps,
-            config.weight_decay_rate, config.lr_decay_power, config.optimizer, restart_every=n)
+            config.weight_decay_rate, config.lr_decay_power, config.optimizer, restart_every=n,
+            lr_schedule=config.lr_schedule, lr_decay_steps=config.lr_decay_steps)
         optimizer.build(model.trainable_variables)
         if n is not None:
             optimizer.freeze(model.generator_variables(), lambda: optimizer.iterations >= n)

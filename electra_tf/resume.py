@@ -335,6 +335,34 @@ class Checkpointer(tf.train.CheckpointManager):
                 pass
 
 
+def fork(source_dir: str, step: int, target_dir: str,
+         config_name: str = "pretrain_config.json") -> str:
+    """Starts a run in `target_dir` from `source_dir`'s checkpoint at `step`: its files (weights,
+    optimizer state, random streams, input position) and the source's saved config are copied,
+    so the new run resumes exactly where the source was at `step`, and the hparams it changes
+    (e.g. a decay branch's num_train_steps and lr_decay_steps) are checked and recorded as any
+    resume's. Each file is copied under a temporary name and renamed, the index last, so an
+    interrupted fork leaves no checkpoint that looks complete; a target that already holds a
+    checkpoint is left as it is. Returns the target's checkpoint prefix."""
+    prefix = os.path.join(source_dir, f"{PREFIX}-{step}")
+    target = os.path.join(target_dir, f"{PREFIX}-{step}")
+    if tf.io.gfile.glob(os.path.join(target_dir, f"{PREFIX}-*.index")):
+        return target
+    sources = _files_of(prefix)
+    if not any(path.endswith(".index") for path in sources):
+        raise CheckpointError(f"{prefix} does not exist: the run in {source_dir} has no "
+                              f"checkpoint at step {step} to fork")
+    tf.io.gfile.makedirs(target_dir)
+    for path in sorted(sources, key=lambda p: p.endswith(".index")):
+        with files.renamed_into_place(os.path.join(target_dir, os.path.basename(path))) as tmp:
+            tf.io.gfile.copy(path, tmp, overwrite=True)
+    config = os.path.join(source_dir, config_name)
+    if tf.io.gfile.exists(config):
+        with files.renamed_into_place(os.path.join(target_dir, config_name)) as tmp:
+            tf.io.gfile.copy(config, tmp, overwrite=True)
+    return target
+
+
 @contextlib.contextmanager
 def writing(what: str, then: str = "") -> Iterator[None]:
     """A write in the block that fails (a full disk) becomes a CheckpointWriteError, `could not

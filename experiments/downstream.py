@@ -28,7 +28,7 @@ import argparse
 import json
 import os
 import random
-from typing import Sequence
+from typing import Any, Sequence
 
 HELD_OUT_BROWN_FRACTION = 0.15
 BROWN_PASSAGE = 20  # sentences per passage of the next-sentence task
@@ -171,6 +171,71 @@ def pretraining_corpus(shared_data: str, out_dir: str) -> dict[str, int]:
             f.write(text)
         os.replace(path + ".tmp", path)
     return {"brown_lines": len(head), "brown_held_out_lines": len(brown) - len(head)}
+
+
+# Brown's quotation marks are `` and ''; the plain text has the ASCII quote.
+_BROWN_QUOTES = {"``": '"', "''": '"'}
+
+
+def brown_paragraphs(path: str) -> list[str]:
+    """A tagged Brown file (`word/tag` tokens, a sentence a line, blank lines between
+    paragraphs) as plain text: its paragraphs, each one line of its words joined by spaces,
+    the tags dropped (split at a token's last `/`) and `` and '' turned into "."""
+    paragraphs, words = [], []
+    with open(path, encoding="ascii") as f:
+        for number, line in enumerate(f, start=1):
+            tokens = line.split()
+            if not tokens:
+                if words:
+                    paragraphs.append(" ".join(words))
+                    words = []
+                continue
+            for token in tokens:
+                word, slash, _ = token.rpartition("/")
+                if not slash or not word:
+                    raise ValueError(f"{path}:{number}: token {token!r} is not word/tag")
+                words.append(_BROWN_QUOTES.get(word, word))
+    if words:
+        paragraphs.append(" ".join(words))
+    return paragraphs
+
+
+def ladder_corpus(shared_data: str, out_dir: str) -> dict[str, Any]:
+    """The ladder's pretraining text in out_dir, in the builder's layout (a paragraph a line, a
+    blank line between documents): brown_train.txt, the tagged Brown files of the pos task's
+    train split (electra_tf.finetuning.pos.brown_file_split; each file one document), the
+    Wikipedia sample and every corpora/tech/*.txt, copied as they are. The dev and test Brown
+    files are never written. Returns what went in: files and words per source, and the Brown
+    files held out."""
+    import shutil
+
+    from electra_tf.finetuning import pos
+
+    os.makedirs(out_dir, exist_ok=True)
+    corpora = os.path.join(shared_data, "corpora")
+    brown_dir = os.path.join(corpora, "brown_tagged")
+    split = pos.brown_file_split(pos.brown_files(brown_dir))
+    documents = ["\n".join(brown_paragraphs(os.path.join(brown_dir, name)))
+                 for name in split["train"]]
+    summary: dict[str, Any] = {"brown_train_files": len(split["train"]),
+                               "brown_held_out_files": split["dev"] + split["test"], "words": {}}
+    brown_text = "\n\n".join(documents) + "\n"
+    path = os.path.join(out_dir, "brown_train.txt")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(brown_text)
+    os.replace(path + ".tmp", path)
+    summary["words"]["brown_train.txt"] = len(brown_text.split())
+    sources = [os.path.join(corpora, "enwiki_sample.txt")] + sorted(
+        os.path.join(corpora, "tech", n) for n in os.listdir(os.path.join(corpora, "tech"))
+        if n.endswith(".txt"))
+    for source in sources:
+        target = os.path.join(out_dir, os.path.basename(source))
+        shutil.copyfile(source, target + ".tmp")
+        os.replace(target + ".tmp", target)
+        with open(target, encoding="utf-8") as f:
+            summary["words"][os.path.basename(source)] = len(f.read().split())
+    summary["total_words"] = sum(summary["words"].values())
+    return summary
 
 
 TASK_NAMES = ("sst", "sts", "qnli")

@@ -176,22 +176,42 @@ def side_by_side(workers: int, function: Callable[[Any], Any], items: Sequence[A
     return [future.result() for future in futures]
 
 
-def run_logged(command: Sequence[str], log_path: str) -> dict[str, float]:
+class Stopped(Exception):
+    """The sitting's deadline came: no run starts, or a run was stopped (SIGTERM: it wrote a
+    checkpoint and resumes exactly when the command is run again; `usage` is what it spent)."""
+
+    def __init__(self, message: str, usage: dict[str, float] | None = None):
+        super().__init__(message)
+        self.usage = usage or {}
+
+
+def run_logged(command: Sequence[str], log_path: str,
+               deadline: float | None = None) -> dict[str, float]:
     """Runs a command with its output in log_path; fails naming the log. Returns its wall
     time, its own CPU time (user + system, which the machine's other load inflates less than
-    the wall time) and the load average when it ended."""
+    the wall time) and the load average when it ended. `deadline` (a time.time()): the command
+    gets SIGTERM then, and Stopped is raised once it has exited as SIGTERM asks (143)."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     start = time.time()
     with open(log_path, "w") as out:
         child = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                  env={**os.environ, **CHILD_ENV})
+        timer = None
+        if deadline is not None:
+            timer = threading.Timer(max(0.0, deadline - time.time()), child.terminate)
+            timer.start()
         _, status, usage = os.wait4(child.pid, 0)
+        if timer is not None:
+            timer.cancel()
         child.returncode = os.waitstatus_to_exitcode(status)
+    spent = {"wall_seconds": round(time.time() - start, 1),
+             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+             "load_average": round(os.getloadavg()[0], 2)}
+    if deadline is not None and time.time() >= deadline and child.returncode == 143:
+        raise Stopped(f"{command[1]} stopped at the sitting's deadline; see {log_path}", spent)
     if child.returncode:
         raise RuntimeError(f"{command[1]} failed (exit {child.returncode}); see {log_path}")
-    return {"wall_seconds": round(time.time() - start, 1),
-            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
-            "load_average": round(os.getloadavg()[0], 2)}
+    return spent
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -283,18 +303,14 @@ def plan_pretraining(budget: Budget, data_dir: str, objectives: Sequence[str]) -
 
 # ----------------------------------------------------------------------------- the stages
 
-def prepare_data(out: str, shared_data: str, budget: Budget, tasks: Sequence[str],
-                 task_data: str | None) -> str:
-    """DATA_DIR in the original's layout: vocab.txt, pretrain_tfrecords/, finetuning_data/."""
+def pretraining_data(out: str, corpus: str, budget: Budget, bert_vocab: str) -> str:
+    """OUT/data with vocab.txt (BERT's, or one of budget.vocab_size learned from the corpus by
+    pretrain_data/build_vocab.py) and pretrain_tfrecords/ built from the corpus directory."""
     data_dir = os.path.join(out, "data")
     os.makedirs(data_dir, exist_ok=True)
-    corpus = os.path.join(out, "corpus")
-    if not all(os.path.exists(os.path.join(corpus, f)) for f in downstream.CORPUS_FILES):
-        log(f"pretraining text -> {corpus}: "
-            f"{downstream.pretraining_corpus(shared_data, corpus)}")
     vocab = os.path.join(data_dir, "vocab.txt")
     if not os.path.exists(vocab) and budget.vocab_size is None:
-        shutil.copy(os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"), vocab + ".tmp")
+        shutil.copy(bert_vocab, vocab + ".tmp")
         os.replace(vocab + ".tmp", vocab)
     elif not os.path.exists(vocab):
         usage = run_logged([sys.executable, "pretrain_data/build_vocab.py", "--corpus_dir",
@@ -308,6 +324,18 @@ def prepare_data(out: str, shared_data: str, budget: Budget, tasks: Sequence[str
                             records, "--max_seq_length", str(budget.seq_length),
                             "--num_out_files", "8"], os.path.join(out, "logs", "build.log"))
         log(f"TFRecords built in {usage['wall_seconds']} s: {records}")
+    return data_dir
+
+
+def prepare_data(out: str, shared_data: str, budget: Budget, tasks: Sequence[str],
+                 task_data: str | None) -> str:
+    """DATA_DIR in the original's layout: vocab.txt, pretrain_tfrecords/, finetuning_data/."""
+    corpus = os.path.join(out, "corpus")
+    if not all(os.path.exists(os.path.join(corpus, f)) for f in downstream.CORPUS_FILES):
+        log(f"pretraining text -> {corpus}: "
+            f"{downstream.pretraining_corpus(shared_data, corpus)}")
+    data_dir = pretraining_data(out, corpus, budget,
+                                os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"))
     finetuning = os.path.join(data_dir, "finetuning_data")
     if task_data:
         if not os.path.exists(finetuning):
@@ -412,6 +440,24 @@ def _read_rows(path: str) -> list[list[str]]:
         return [line.rstrip("\n").split("\t") for line in f.readlines()[1:] if line.strip()]
 
 
+def run_finetuning(model: str, task: str, learning_rate: float, budget: Budget, data_dir: str,
+                   log_path: str, pretrained: bool = True) -> tuple[dict, dict[str, float]]:
+    """`trials` seeds of one (model, task, learning rate) through run_finetuning.py: its
+    results JSON (each trial's metrics per evaluated split) and the command's usage."""
+    hparams = finetuning_hparams(budget, task, learning_rate, pretrained)
+    model_dir = os.path.join(data_dir, "models", model)
+    os.makedirs(model_dir, exist_ok=True)
+    usage = run_logged([sys.executable, "run_finetuning.py", "--data_dir", data_dir,
+                        "--model_name", model, "--hparams", json.dumps(hparams)], log_path)
+    return read_json(os.path.join(model_dir, "results", f"{task}_results.json")), usage
+
+
+def discard_finetuned(data_dir: str, model: str) -> None:
+    """The fine-tuned weights and predictions, not needed once scored."""
+    for leftover in ("finetuning_models", "test_predictions"):
+        shutil.rmtree(os.path.join(data_dir, "models", model, leftover), ignore_errors=True)
+
+
 def finetune(model: str, task: str, learning_rate: float, budget: Budget, data_dir: str,
              out: str, progress: Progress, pretrained: bool = True) -> dict:
     """`trials` seeds of one (model, task, learning rate) through run_finetuning.py; the
@@ -421,33 +467,24 @@ def finetune(model: str, task: str, learning_rate: float, budget: Budget, data_d
     if os.path.exists(done):
         return read_json(done)
     log(f"fine-tuning {progress.next()}: {model} on {task} at lr {learning_rate:g}")
-    hparams = finetuning_hparams(budget, task, learning_rate, pretrained)
-    model_dir = os.path.join(data_dir, "models", model)
-    os.makedirs(model_dir, exist_ok=True)
-    usage = run_logged([sys.executable, "run_finetuning.py", "--data_dir", data_dir,
-                        "--model_name", model, "--hparams", json.dumps(hparams)],
-                       os.path.join(out, "logs", "finetune", f"{key}.log"))
-    summary = read_json(os.path.join(model_dir, "results", f"{task}_results.json"))
+    summary, usage = run_finetuning(model, task, learning_rate, budget, data_dir,
+                                    os.path.join(out, "logs", "finetune", f"{key}.log"),
+                                    pretrained)
     record = {"model": model, "task": task, "learning_rate": learning_rate,
               "selection": [trial[task] for trial in summary["trials"]],
               "test": score_test(data_dir, model, task, budget.trials),
-              "hparams": hparams, **usage}
+              "hparams": finetuning_hparams(budget, task, learning_rate, pretrained), **usage}
     write_json(done, record)
-    # The fine-tuned weights and predictions are not needed once scored.
-    for leftover in ("finetuning_models", "test_predictions"):
-        shutil.rmtree(os.path.join(model_dir, leftover), ignore_errors=True)
+    discard_finetuned(data_dir, model)
     return record
 
 
-def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[str],
-          results: str = "probe") -> dict:
+def probe_model(name: str, budget: Budget, data_dir: str, tasks: Sequence[str]) -> dict:
     """The linear probe of one model's frozen discriminator on every task (electra_tf.probe,
-    what run_pretraining.py's `probe_task` runs): a kept checkpoint's exported discriminator,
-    or for NO_PRETRAINING a randomly initialised encoder of the same shape (seed
-    FINETUNE_SEED). Recorded in OUT/results/<results>/<name>.json."""
-    done = os.path.join(out, "results", results, f"{name}.json")
-    if os.path.exists(done):
-        return read_json(done)
+    what run_pretraining.py's `probe_task` runs): the discriminator.keras in
+    DATA_DIR/models/<name>/, or for NO_PRETRAINING a randomly initialised encoder of the same
+    shape (seed FINETUNE_SEED). {"model": name, task: its metrics, or None when the task
+    cannot be probed}."""
     import keras
 
     from electra_tf import modeling, tokenization
@@ -476,8 +513,19 @@ def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[st
             record[task] = None
             continue
         record[task] = linear(encoder)
-    write_json(done, record)
     log(f"probed {name}: " + ", ".join(f"{t} {record[t]}" for t in tasks))
+    return record
+
+
+def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[str],
+          results: str = "probe") -> dict:
+    """probe_model, recorded in OUT/results/<results>/<name>.json (and read from there when
+    it is done)."""
+    done = os.path.join(out, "results", results, f"{name}.json")
+    if os.path.exists(done):
+        return read_json(done)
+    record = probe_model(name, budget, data_dir, tasks)
+    write_json(done, record)
     return record
 
 

@@ -95,6 +95,12 @@ def test_a_vocab_file_that_is_a_directory_or_empty_is_named(tmp_path):
     ({"precision": "float16"}, "'precision': one of"),
     ({"do_eval": True}, "exactly one of do_train and do_eval"),
     ({"generator_hidden_size": 2.0}, "'generator_hidden_size'"),
+    ({"lr_schedule": "cosine"}, "'lr_schedule': one of ('polynomial', 'wsd')"),
+    ({"lr_decay_steps": 10}, "'lr_decay_steps': is for lr_schedule 'wsd'"),
+    ({"lr_schedule": "wsd", "num_train_steps": 100, "num_warmup_steps": 10,
+      "lr_decay_steps": 91}, "'lr_decay_steps': must be in [0, num_train_steps - "
+                             "num_warmup_steps] = [0, 90], got 91"),
+    ({"lr_schedule": "wsd", "lr_decay_steps": -1}, "'lr_decay_steps': must be in"),
 ])
 def test_bad_hparams_fail_naming_the_key(hparams, message):
     with pytest.raises(config.ConfigError) as error:

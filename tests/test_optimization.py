@@ -43,6 +43,26 @@ def test_schedule_matches_the_original_warmup_and_decay():
     np.testing.assert_allclose(float(quadratic(5)), 0.25, rtol=1e-6)
 
 
+def test_warmup_stable_decay_holds_the_peak_then_decays_to_zero_at_the_end():
+    schedule = optimization.WarmupStableDecay(1e-3, num_train_steps=1000, num_warmup_steps=100,
+                                              decay_steps=200)
+    expected = {0: 0.0, 50: 5e-4, 100: 1e-3, 500: 1e-3, 800: 1e-3, 900: 5e-4, 950: 2.5e-4,
+                1000: 0.0, 1100: 0.0}
+    for step, lr in expected.items():
+        np.testing.assert_allclose(float(schedule(step)), lr, rtol=1e-5, atol=1e-12)
+    # Before its decay, a branch's schedule is the trunk's (decay_steps 0, any length).
+    trunk = optimization.WarmupStableDecay(1e-3, num_train_steps=800, num_warmup_steps=100)
+    for step in (0, 50, 100, 799, 800):
+        assert float(trunk(step)) == float(schedule(step))
+    square = optimization.WarmupStableDecay(1.0, 10, 0, decay_steps=4, power=2.0)
+    np.testing.assert_allclose(float(square(8)), 0.25, rtol=1e-6)
+    # create_optimizer picks it by name; the original's stays the default.
+    adam = optimization.create_optimizer(1e-3, 10, 1, lr_schedule="wsd", lr_decay_steps=2)
+    assert isinstance(adam._learning_rate, optimization.WarmupStableDecay)
+    assert isinstance(optimization.create_optimizer(1e-3, 10)._learning_rate,
+                      optimization.WarmupPolynomialDecay)
+
+
 @pytest.mark.parametrize("fused", [False, True], ids=["per_variable", "fused"])
 def test_adamw_matches_the_original_update_with_clipping_and_decay_exclusions(fused):
     rng = np.random.default_rng(0)

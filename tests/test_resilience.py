@@ -109,6 +109,34 @@ def test_preempted_killed_and_resumed_the_run_equals_the_whole(data_dir, tmp_pat
 
 
 @pytest.mark.slow
+def test_a_decay_branch_forked_from_a_trunk_equals_the_whole_run(data_dir):
+    """Warmup-stable-decay in pieces: a trunk at the peak learning rate to step 8, a branch
+    forked from its checkpoint that decays to step 12, bit-equal to one run of the same
+    schedule; the branch records the hparams it changed."""
+    common = dict(lr_schedule="wsd", num_warmup_steps=2, iterations_per_loop=4,
+                  log_steps=4, log_seconds=0.01)
+    _check(run_script(*_command(data_dir, "whole", _hparams(
+        **common, num_train_steps=12, lr_decay_steps=4, save_checkpoints_steps=12))[1:]))
+    _check(run_script(*_command(data_dir, "trunk", _hparams(
+        **common, num_train_steps=8, save_checkpoints_steps=8))[1:]))
+    models = data_dir / "models"
+    resume.fork(str(models / "trunk"), 8, str(models / "branch"))
+    out = _check(run_script(*_command(data_dir, "branch", _hparams(
+        **common, num_train_steps=12, lr_decay_steps=4, save_checkpoints_steps=12))[1:]))
+    assert "restored step 8 from" in out and "restored the input position" in out
+    changes = json.loads((models / "branch" / "hparam_changes.json").read_text())
+    [change] = changes
+    locations = {"model_name", "model_dir", "results_txt", "results_pkl"}  # the branch's own
+    assert change["step"] == 8 and set(change["changed"]) == locations | {
+        "num_train_steps", "lr_decay_steps", "save_checkpoints_steps"}
+    assert change["changed"]["lr_decay_steps"] == [0, 4]
+    whole, branch = (_tensors(models / name / "ckpt-12") for name in ("whole", "branch"))
+    assert set(whole) == set(branch)
+    differ = [k for k in whole if not np.array_equal(whole[k], branch[k])]
+    assert not differ, differ[:5]
+
+
+@pytest.mark.slow
 def test_a_diverging_run_stops_and_keeps_only_finite_checkpoints(data_dir):
     result = run_script(*_command(data_dir, "nan", _hparams(
         learning_rate=1e4, num_warmup_steps=0, num_train_steps=60, iterations_per_loop=1,

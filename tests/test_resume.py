@@ -245,3 +245,21 @@ def test_the_space_check_before_training_counts_what_the_run_keeps_at_once(small
     with pytest.raises(resume.CheckpointWriteError, match="MB free but the exported models need "
                        "about .* the newest is .*ckpt-1"):
         checkpointer.check_space(saves=0, then=2 * size)
+
+
+def test_fork_starts_a_run_from_another_runs_checkpoint(tmp_path):
+    _save_steps(tmp_path / "trunk", [2, 4])
+    (tmp_path / "trunk" / "pretrain_config.json").write_text('{"num_train_steps": 4}')
+    target = resume.fork(str(tmp_path / "trunk"), 2, str(tmp_path / "branch"))
+    assert target == str(tmp_path / "branch" / "ckpt-2")
+    assert (tmp_path / "branch" / "pretrain_config.json").read_text() == '{"num_train_steps": 4}'
+    assert not list((tmp_path / "branch").glob("*.tmp-*"))
+    checkpointer, weights, step = _checkpointer(tmp_path / "branch")
+    assert checkpointer.restored.endswith("ckpt-2") and int(step) == 2
+    assert float(weights[0, 0]) == 2.0
+    # A branch that has moved on is not forked again.
+    _save_steps(tmp_path / "branch", [3])
+    resume.fork(str(tmp_path / "trunk"), 2, str(tmp_path / "branch"))
+    assert _checkpointer(tmp_path / "branch")[0].restored.endswith("ckpt-3")
+    with pytest.raises(resume.CheckpointError, match="no checkpoint at step 3 to fork"):
+        resume.fork(str(tmp_path / "trunk"), 3, str(tmp_path / "other"))

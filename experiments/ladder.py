@@ -1,0 +1,479 @@
+"""ELECTRA against BERT up a ladder of pretraining budgets: where does pretraining start to beat
+random weights on this CPU, and which objective is ahead there?
+
+  python experiments/ladder.py --out DIR [--ladder full|smoke] [--hours H] [--max_rung K]
+      [--workers 2] [--shared_data ../shared/data] [--results DIR] [--report_dir DIR]
+
+One command runs the experiment in sittings: rerun it until it says the ladder is done.
+  1. data (from --shared_data, which only this step reads): the pretraining text
+     (downstream.ladder_corpus: the Brown files of the pos task's train split, the Wikipedia
+     sample, the technical documentation), a vocabulary learned from it and its TFRecords
+     (efficiency.pretraining_data); the pos task (electra_tf.finetuning.pos.write_task_files:
+     1,000 training sentences, dev and test from held-out Brown files) and sst
+     (downstream.build_tasks).
+  2. pretraining through run_pretraining.py with the warmup-stable-decay schedule
+     (`lr_schedule: wsd`): per objective one trunk at the peak learning rate and, for each rung
+     of the ladder (`rungs` log-spaced FLOP budgets, electra_tf.flops), a decay branch forked
+     from the trunk's checkpoint (electra_tf.resume.fork) that decays linearly to 0 over the
+     rung's last `decay_fraction` and ends exactly at it. ELECTRA and BERT (`mlm`) get the same
+     FLOPs at every rung (each its own whole number of steps), the same warmup FLOPs and the
+     same share of decay.
+  3. fine-tuning through run_finetuning.py of every rung's discriminator and of random weights
+     (objective `none`) on every task, `trials` seeds at each learning rate of the budget's
+     sweep; every model chooses its rate on dev, and test is reported.
+  4. the linear probe (electra_tf.probe) of every rung's frozen discriminator and of random
+     weights on every task.
+  5. the report (experiments/ladder_report.py), from the records alone.
+
+Every finished run appends its records to JSON Lines files in --results (default
+experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl
+(experiments/records.py). A run whose records are there is skipped, so a rerun resumes; the
+pretraining runs also resume from their checkpoints in DIR. --hours ends a sitting: no run starts
+after it, and a pretraining run still going gets SIGTERM (it writes a checkpoint and the next
+sitting continues it exactly; the CPU time it spent is recorded). Progress goes to stdout, each
+run's output to DIR/logs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (REPO, os.path.join(REPO, "experiments")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import downstream  # noqa: E402
+import efficiency  # noqa: E402
+import records  # noqa: E402
+from efficiency import log  # noqa: E402
+
+OBJECTIVES = ("electra", "mlm")
+NONE = "none"  # the objective of the model without pretraining
+FETCH_COMMAND = "python experiments/fetch_corpora.py --out DIR"
+# What the data step reads from --shared_data (and every corpora/tech/*.txt there).
+SHARED_FILES = ("corpora/brown_tagged/ca01", "corpora/enwiki_sample.txt",
+                "corpora/tech/python3.11-doc.txt", "classification/movie_review_snippets.tsv")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskProtocol:
+    """How one downstream task is fine-tuned; its metric the report's verdicts use."""
+    name: str
+    epochs: float
+    seq_length: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Ladder:
+    """Everything that sizes the experiment; ELECTRA and BERT get the same."""
+    # The model, sequence length, batch, peak learning rate, vocabulary, and the fine-tuning
+    # seeds, learning rates, batch and sst's sizes (its electra_steps and curve_points are
+    # not used: the rungs below replace them).
+    budget: efficiency.Budget
+    min_flops: float  # the smallest rung's pretraining FLOPs
+    max_flops: float  # the largest's
+    rungs: int  # log-spaced between them
+    tasks: tuple[TaskProtocol, ...]
+    decay_fraction: float = 0.2  # each rung's last share, its decay branch
+    warmup_fraction: float = 0.25  # of the smallest rung's FLOPs: the warmup, shared by all
+    pos_train_sentences: int = 1000
+    save_every: int = 1000  # a pretraining run's checkpoint interval (steps), against crashes
+
+    def rung_flops(self) -> list[float]:
+        if self.rungs == 1:
+            return [self.min_flops]
+        ratio = (self.max_flops / self.min_flops) ** (1.0 / (self.rungs - 1))
+        return [self.min_flops * ratio ** k for k in range(self.rungs)]
+
+
+FULL_BUDGET = dataclasses.replace(
+    efficiency.BUDGETS["full"], trials=5, finetune_lrs=(3e-4, 1e-3), finetune_batch_size=32,
+    task_sizes=downstream.DEFAULT_SIZES)
+LADDERS = {
+    # The pipeline end to end in a few minutes (the slow test): a tiny model, 2 rungs.
+    "smoke": Ladder(budget=efficiency.BUDGETS["smoke"], min_flops=1e10, max_flops=2e10,
+                    rungs=2, tasks=(TaskProtocol("pos", 1.0, 64), TaskProtocol("sst", 1.0, 64)),
+                    pos_train_sentences=40, save_every=4),
+    # Issue 26's ladder: 7 rungs from 1e13 to 1e15 FLOPs (a factor 2.15 apart), the full
+    # budget's model (hidden 128, 4 layers, generator 1/4, seq 128, batch 32, lr 1e-3) and its
+    # 8k vocabulary size, learned from the bigger corpus.
+    "full": Ladder(budget=FULL_BUDGET, min_flops=1e13, max_flops=1e15, rungs=7,
+                   tasks=(TaskProtocol("pos", 5.0, 128), TaskProtocol("sst", 8.0, 64))),
+}
+
+
+# ----------------------------------------------------------------------------- the plan
+
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    """One budget of one objective: a branch forked from the trunk at `fork`, decaying to 0
+    over its last `decay_steps` steps, ending at `steps`."""
+    objective: str
+    index: int
+    steps: int
+    decay_steps: int
+    step_flops: float
+
+    @property
+    def fork(self) -> int:
+        return self.steps - self.decay_steps
+
+    @property
+    def flops(self) -> float:
+        return self.steps * self.step_flops
+
+    @property
+    def name(self) -> str:
+        return f"{self.objective}_{self.steps}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Climb:
+    """One objective's trunk and rungs."""
+    objective: str
+    step_flops: float
+    warmup_steps: int
+    rungs: tuple[Rung, ...]
+
+    @property
+    def trunk(self) -> str:
+        return f"trunk_{self.objective}"
+
+    def cost_flops(self) -> float:
+        """Pretraining FLOPs of the whole climb: the trunk to the last fork, every decay."""
+        return (self.rungs[-1].fork + sum(r.decay_steps for r in self.rungs)) * self.step_flops
+
+
+def plan(ladder: Ladder, data_dir: str, objectives: Sequence[str] = OBJECTIVES) -> list[Climb]:
+    """Each objective's steps at every rung: the whole number of its steps closest to the
+    rung's FLOPs, so ELECTRA and BERT differ by less than half a step there; the warmup and
+    the decay are the same FLOPs (shares) for both."""
+    climbs = []
+    for objective in objectives:
+        flops = efficiency.step_flops(ladder.budget, data_dir, objective)
+        warmup = round(ladder.warmup_fraction * ladder.min_flops / flops)
+        rungs = []
+        for index, budget in enumerate(ladder.rung_flops()):
+            steps = round(budget / flops)
+            rungs.append(Rung(objective, index, steps,
+                              max(1, round(ladder.decay_fraction * steps)), flops))
+        forks = [r.fork for r in rungs]
+        if warmup < 1 or forks[0] <= warmup or any(a >= b for a, b in zip(forks, forks[1:])):
+            raise ValueError(f"{objective}: the rungs' forks {forks} must rise and start after "
+                             f"the warmup ({warmup} steps); space the rungs further apart")
+        climbs.append(Climb(objective, flops, warmup, tuple(rungs)))
+    return climbs
+
+
+def pretraining_hparams(ladder: Ladder, climb: Climb, steps: int,
+                        decay_steps: int) -> dict[str, Any]:
+    """run_pretraining.py's hparams for the trunk (decay_steps 0) up to `steps` or a branch."""
+    hparams = efficiency.pretraining_hparams(ladder.budget, climb.objective, steps,
+                                             ladder.save_every)
+    hparams.update(lr_schedule="wsd", lr_decay_steps=decay_steps,
+                   num_warmup_steps=climb.warmup_steps, keep_checkpoint_max=2)
+    return hparams
+
+
+# ----------------------------------------------------------------------------- records
+
+@dataclasses.dataclass
+class Store:
+    """The experiment's records files in one directory."""
+    directory: str
+
+    def path(self, file: str) -> str:
+        return os.path.join(self.directory, f"{file}.jsonl")
+
+    def read(self, file: str) -> list[dict[str, Any]]:
+        return records.read(self.path(file))
+
+    def append(self, file: str, lines: Sequence[dict[str, Any]]) -> None:
+        records.append(self.path(file), lines)
+
+    def has(self, file: str, **match: Any) -> bool:
+        """Whether a record of `file` (pretrain, finetune, probe) has these values."""
+        return any(all(r.get(k) == v for k, v in match.items()) for r in self.read(file))
+
+
+# ----------------------------------------------------------------------------- the runs
+
+@dataclasses.dataclass
+class Sitting:
+    """What one sitting may do: its deadline (time.time(), or None) and where it writes."""
+    ladder: Ladder
+    data_dir: str
+    out: str
+    store: Store
+    deadline: float | None = None
+
+    def check_time(self) -> None:
+        if self.deadline is not None and time.time() >= self.deadline:
+            raise efficiency.Stopped("the sitting's time is up")
+
+
+def pretrain(sitting: Sitting, climb: Climb, name: str, steps: int, decay_steps: int,
+             kind: str, rung: Rung | None = None) -> None:
+    """One piece of pretraining (the trunk up to `steps`, or a rung's branch), recorded in
+    pretrain.jsonl; skipped when recorded. A piece stopped at the deadline is recorded as
+    unfinished with the CPU time it spent."""
+    done = dict(objective=climb.objective, kind=kind, pretrain_steps=steps, finished=True)
+    if sitting.store.has("pretrain", **done):
+        return
+    sitting.check_time()
+    hparams = pretraining_hparams(sitting.ladder, climb, steps, decay_steps)
+    log(f"pretraining {name} to step {steps}" + (f", decaying over the last {decay_steps}"
+                                                 if decay_steps else " at the peak rate"))
+    record = {**done, "model": name, "pretrain_flops": steps * climb.step_flops,
+              "step_flops": climb.step_flops, "rung": None if rung is None else rung.index,
+              "hparams": hparams}
+    try:
+        usage = efficiency.run_logged(
+            [sys.executable, "run_pretraining.py", "--data_dir", sitting.data_dir,
+             "--model_name", name, "--hparams", json.dumps(hparams)],
+            os.path.join(sitting.out, "logs", f"{name}_{steps}.log"), sitting.deadline)
+    except efficiency.Stopped as stopped:
+        sitting.store.append("pretrain", [{**record, **stopped.usage, "finished": False}])
+        raise
+    sitting.store.append("pretrain", [{**record, **usage}])
+    log(f"pretrained {name} to step {steps} in {usage['wall_seconds']} s wall, "
+        f"{usage['cpu_seconds']} s CPU")
+
+
+def model_dir(sitting: Sitting, name: str) -> str:
+    return os.path.join(sitting.data_dir, "models", name)
+
+
+def finetune_lines(task: str, summary: dict, test: list[dict[str, float]] | None,
+                   key: dict[str, Any], usage: dict[str, float]) -> list[dict[str, Any]]:
+    """finetune.jsonl's lines of one run: a line per seed, split and metric. `summary` is
+    run_finetuning.py's results JSON (dev under the task's name; a task that scores its test
+    split itself, as pos, has it under `<task>-test`); `test` the test metrics scored here
+    (GLUE tasks), or None."""
+    lines = []
+    for trial, results in enumerate(summary["trials"]):
+        splits = {"dev": results[task], "test": results.get(f"{task}-test")}
+        if test is not None:
+            splits["test"] = test[trial]
+        if splits["test"] is None:
+            raise ValueError(f"{task}: run_finetuning.py's results hold no test split and none "
+                             "was scored; the report needs test")
+        for split, metrics in splits.items():
+            for metric, score in sorted(metrics.items()):
+                lines.append({**key, "seed": efficiency.FINETUNE_SEED + trial, "split": split,
+                              "metric": metric, "score": score,
+                              "run_wall_seconds": usage["wall_seconds"],
+                              "run_cpu_seconds": usage["cpu_seconds"]})
+    return lines
+
+
+def finetune(sitting: Sitting, objective: str, steps: int, flops: float, model: str,
+             task: TaskProtocol, learning_rate: float) -> None:
+    """`trials` seeds of one (model, task, learning rate), recorded in finetune.jsonl."""
+    key = dict(objective=objective, pretrain_steps=steps, task=task.name,
+               learning_rate=learning_rate)
+    if sitting.store.has("finetune", **key):
+        return
+    sitting.check_time()
+    budget = dataclasses.replace(sitting.ladder.budget, finetune_epochs=task.epochs,
+                                 finetune_seq_length=task.seq_length)
+    log(f"fine-tuning {model} on {task.name} at lr {learning_rate:g}")
+    summary, usage = efficiency.run_finetuning(
+        model, task.name, learning_rate, budget, sitting.data_dir,
+        os.path.join(sitting.out, "logs", "finetune", f"{objective}_{steps}__{task.name}__lr"
+                     f"{learning_rate:g}.log"), pretrained=objective != NONE)
+    test = None
+    if not any(f"{task.name}-test" in trial for trial in summary["trials"]):
+        test = efficiency.score_test(sitting.data_dir, model, task.name, budget.trials)
+    sitting.store.append("finetune", finetune_lines(task.name, summary, test,
+                                                    {**key, "pretrain_flops": flops,
+                                                     "model": model}, usage))
+    efficiency.discard_finetuned(sitting.data_dir, model)
+
+
+def probe_lines(record: dict[str, Any], key: dict[str, Any]) -> list[dict[str, Any]]:
+    """probe.jsonl's lines from efficiency.probe_model's record ({task: {probe_<split>_<metric>:
+    score}}): a line per task, split and metric."""
+    lines = []
+    for task, metrics in record.items():
+        if task == "model" or not metrics:
+            continue
+        for name, score in sorted(metrics.items()):
+            split, metric = name[len("probe_"):].split("_", 1)
+            lines.append({**key, "task": task, "split": split, "metric": metric,
+                          "score": score})
+    return lines
+
+
+def probe(sitting: Sitting, objective: str, steps: int, flops: float, model: str) -> None:
+    key = dict(objective=objective, pretrain_steps=steps, pretrain_flops=flops)
+    if sitting.store.has("probe", objective=objective, pretrain_steps=steps):
+        return
+    sitting.check_time()
+    lines = []
+    for task in sitting.ladder.tasks:  # each task at its own sequence length
+        budget = dataclasses.replace(sitting.ladder.budget, finetune_seq_length=task.seq_length)
+        lines += probe_lines(efficiency.probe_model(model, budget, sitting.data_dir,
+                                                    [task.name]), key)
+    # A model none of whose tasks can be probed (a tiny task of one label) is recorded too.
+    sitting.store.append("probe", lines or [{**key, "task": None, "split": None,
+                                             "metric": None, "score": None}])
+
+
+def evaluate(sitting: Sitting, objective: str, steps: int, flops: float, model: str) -> None:
+    """Every task at every learning rate of the sweep, then the probe."""
+    for task in sitting.ladder.tasks:
+        for learning_rate in sitting.ladder.budget.finetune_lrs:
+            finetune(sitting, objective, steps, flops, model, task, learning_rate)
+    probe(sitting, objective, steps, flops, model)
+
+
+def climb(sitting: Sitting, plan_: Climb, index: int) -> None:
+    """One objective's rung `index`: the trunk on to the rung's fork, the decay branch forked
+    there, then the branch's fine-tuning and probe."""
+    from electra_tf import resume
+
+    rung = plan_.rungs[index]
+    pretrain(sitting, plan_, plan_.trunk, rung.fork, 0, "trunk")
+    if not sitting.store.has("pretrain", objective=plan_.objective, kind="branch",
+                             pretrain_steps=rung.steps, finished=True):
+        resume.fork(model_dir(sitting, plan_.trunk), rung.fork, model_dir(sitting, rung.name))
+    pretrain(sitting, plan_, rung.name, rung.steps, rung.decay_steps, "branch", rung)
+    evaluate(sitting, plan_.objective, rung.steps, rung.flops, rung.name)
+
+
+# ----------------------------------------------------------------------------- data
+
+def check_shared_data(shared_data: str) -> None:
+    """One line naming the fetch command when --shared_data lacks a file the data step reads."""
+    missing = [f for f in SHARED_FILES if not os.path.exists(os.path.join(shared_data, f))]
+    if missing:
+        raise SystemExit(f"error: --shared_data {shared_data} lacks {missing[0]}"
+                         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                         + f": fetch and convert the corpora with `{FETCH_COMMAND}` and pass "
+                         "--shared_data DIR")
+
+
+def build_corpus(out: str, shared_data: str) -> str:
+    """OUT/corpus/, the pretraining text and nothing else (the builders read every file in
+    it); what went in is in OUT/corpus_summary.json, written last."""
+    corpus = os.path.join(out, "corpus")
+    summary_path = os.path.join(out, "corpus_summary.json")
+    if not os.path.exists(summary_path):
+        summary = downstream.ladder_corpus(shared_data, corpus)
+        efficiency.write_json(summary_path, summary)
+        log(f"pretraining text -> {corpus}: {summary['total_words']:,} words")
+    return corpus
+
+
+def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
+    """DATA_DIR: vocab.txt, pretrain_tfrecords/, finetuning_data/{pos,sst}/."""
+    from electra_tf.finetuning import pos
+
+    finetuning = os.path.join(out, "data", "finetuning_data")
+    names = [t.name for t in ladder.tasks]
+    task_files = {n: os.path.join(finetuning, n, "test.txt" if n == "pos" else "test_labels.tsv")
+                  for n in names}
+    data_ready = os.path.exists(os.path.join(out, "data", "pretrain_tfrecords",
+                                             "build_summary.json"))
+    if not data_ready or not all(map(os.path.exists, task_files.values())):
+        check_shared_data(shared_data)
+    corpus = build_corpus(out, shared_data) if not data_ready else os.path.join(out, "corpus")
+    data_dir = efficiency.pretraining_data(
+        out, corpus, ladder.budget, os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"))
+    if "pos" in names and not os.path.exists(task_files["pos"]):
+        counts = pos.write_task_files(os.path.join(shared_data, "corpora", "brown_tagged"),
+                                      os.path.join(finetuning, "pos"),
+                                      ladder.pos_train_sentences)
+        log(f"pos task -> {finetuning}/pos: {counts}")
+    glue_tasks = [n for n in names if n != "pos"]
+    if glue_tasks and not all(os.path.exists(task_files[n]) for n in glue_tasks):
+        downstream.build_tasks(shared_data, finetuning, ladder.budget.task_sizes, glue_tasks)
+        log(f"downstream tasks {glue_tasks} -> {finetuning}")
+    return data_dir
+
+
+# ----------------------------------------------------------------------------- main
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="working directory (data, runs, logs)")
+    parser.add_argument("--ladder", default="full", choices=sorted(LADDERS))
+    parser.add_argument("--hours", type=float, default=None,
+                        help="end the sitting after this many hours: no run starts after it, "
+                             "a pretraining run still going is stopped with a checkpoint")
+    parser.add_argument("--max_rung", type=int, default=None,
+                        help="climb only the first K rungs in this sitting (default: all)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="runs side by side, each on cpu_count / workers threads (2: "
+                             "ELECTRA's and BERT's climbs, each on one core)")
+    parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
+    parser.add_argument("--results", default=None,
+                        help="the records' directory (default: experiments/results/ladder for "
+                             "--ladder full, else OUT/results)")
+    parser.add_argument("--report_dir", default=None,
+                        help="ladder_results.md and ladder_curve.png (default: OUT/report; "
+                             "docs/ for the committed report)")
+    args = parser.parse_args(argv)
+    if args.hours is not None and args.hours <= 0:
+        parser.error(f"--hours must be positive, got {args.hours}")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
+    ladder = LADDERS[args.ladder]
+    if args.max_rung is not None and not 1 <= args.max_rung <= ladder.rungs:
+        parser.error(f"--max_rung must be in [1, {ladder.rungs}], got {args.max_rung}")
+    args.out = os.path.abspath(args.out)
+    if args.results is None:
+        args.results = (os.path.join(REPO, "experiments", "results", "ladder")
+                        if args.ladder == "full" else os.path.join(args.out, "results"))
+    if args.report_dir is None:
+        args.report_dir = os.path.join(args.out, "report")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    ladder = LADDERS[args.ladder]
+    start = time.time()
+    deadline = None if args.hours is None else start + 3600 * args.hours
+    data_dir = prepare_data(args.out, args.shared_data, ladder)
+    efficiency.share_cores(args.workers)
+    climbs = plan(ladder, data_dir)
+    max_rung = args.max_rung or ladder.rungs
+    for c in climbs:
+        log(f"{c.objective}: warmup {c.warmup_steps} steps, rungs at "
+            + ", ".join(f"{r.steps} ({r.flops:.2g} FLOPs, fork {r.fork})" for r in c.rungs)
+            + f"; {c.cost_flops() / c.rungs[-1].flops:.2f}x the largest rung's FLOPs")
+    sitting = Sitting(ladder, data_dir, args.out, Store(args.results), deadline)
+    try:
+        # The model without pretraining first (both workers on its runs), then the climbs
+        # side by side.
+        # Random weights first: each of its runs in a model directory of its own, so that
+        # they can run side by side.
+        efficiency.side_by_side(args.workers, lambda job: finetune(
+            sitting, NONE, 0, 0.0, f"{efficiency.NO_PRETRAINING}__{job[0].name}__lr{job[1]:g}",
+            *job), [(t, lr) for t in ladder.tasks for lr in ladder.budget.finetune_lrs])
+        probe(sitting, NONE, 0, 0.0, efficiency.NO_PRETRAINING)
+        # Then rung by rung, ELECTRA's and BERT's side by side (nearly equal FLOPs).
+        for index in range(max_rung):
+            efficiency.side_by_side(args.workers, lambda c: climb(sitting, c, index), climbs)
+        finished = max_rung == ladder.rungs
+        log("the ladder is done" if finished else f"rungs 1-{max_rung} are done")
+    except efficiency.Stopped as stopped:
+        log(f"sitting over after {(time.time() - start) / 3600:.2f} h ({stopped}); rerun the "
+            "same command to continue")
+    import ladder_report
+
+    written = ladder_report.write(args.results, args.report_dir)
+    log(f"wrote {', '.join(written)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""The ladder's verdicts, tables and curve, redrawn from its records alone.
+
+  python experiments/ladder_report.py --results experiments/results/ladder --report_dir docs
+
+reads finetune.jsonl, probe.jsonl and pretrain.jsonl (experiments/ladder.py writes them) and
+writes ladder_results.md and ladder_curve.png into --report_dir.
+
+Each model (an objective at a pretraining budget, or `none`: random weights) chooses its
+fine-tuning learning rate per task and metric: the rate with the best median over seeds on dev.
+The numbers shown are that rate's test scores over the seeds: median, interquartile range,
+min-max. The decision rule (docs/reproduction.md), applied per budget on pos's test accuracy on
+words unseen in its training sentences (`unseen_accuracy`):
+- "pretraining transfers at B" when the better pretrained objective at B (the higher median)
+  has a higher median than no pretraining and a two-sided Mann-Whitney U test over their seeds
+  gives p < 0.05;
+- "ELECTRA beats BERT at B" when ELECTRA's median is higher than BERT's with p < 0.05.
+With 5 seeds a side the smallest possible p is 0.008; with 3, 0.1 (never a verdict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import os
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import records  # noqa: E402
+import report  # noqa: E402
+
+VERDICT_TASK, VERDICT_METRIC = "pos", "unseen_accuracy"
+NONE = "none"
+NAMES = {"electra": "ELECTRA", "mlm": "BERT (MLM)", NONE: "no pretraining"}
+# The report's tables: (task, metric) in this order, those with records.
+SHOWN = (("pos", "unseen_accuracy"), ("pos", "accuracy"), ("sst", "accuracy"))
+
+
+@dataclasses.dataclass
+class Scores:
+    """One model on one task and metric, at the learning rate dev chose."""
+    objective: str
+    pretrain_steps: int
+    pretrain_flops: float
+    learning_rate: float
+    dev_median: float
+    test: list[float]  # one per seed
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.test))
+
+    def spread(self) -> str:
+        low, high = np.percentile(self.test, 25), np.percentile(self.test, 75)
+        return (f"{self.median:.1f} [{low:.1f}, {high:.1f}] ({min(self.test):.1f}-"
+                f"{max(self.test):.1f})")
+
+
+def select(lines: Sequence[dict[str, Any]], task: str, metric: str) -> dict[tuple, Scores]:
+    """(objective, pretrain_steps) -> Scores: for each model, the learning rate with the best
+    median dev score (ties: the smaller rate) and its test scores, seeds in order."""
+    runs: dict[tuple, dict[str, dict[int, float]]] = collections.defaultdict(
+        lambda: {"dev": {}, "test": {}})
+    flops = {}
+    for line in lines:
+        if line["task"] != task or line["metric"] != metric:
+            continue
+        model = (line["objective"], line["pretrain_steps"])
+        runs[(*model, line["learning_rate"])][line["split"]][line["seed"]] = line["score"]
+        flops[model] = line["pretrain_flops"]
+    best: dict[tuple, Scores] = {}
+    for (objective, steps, learning_rate), splits in sorted(runs.items()):
+        if not splits["dev"] or not splits["test"]:
+            continue
+        dev = float(np.median(list(splits["dev"].values())))
+        current = best.get((objective, steps))
+        if current is None or dev > current.dev_median:
+            best[(objective, steps)] = Scores(
+                objective, steps, flops[(objective, steps)], learning_rate, dev,
+                [splits["test"][seed] for seed in sorted(splits["test"])])
+    return best
+
+
+@dataclasses.dataclass
+class Budget:
+    """One rung: ELECTRA's and BERT's scores there (either may be missing yet)."""
+    flops: float
+    electra: Scores | None
+    bert: Scores | None
+
+
+def _same_budget(a: Scores, b: Scores) -> bool:
+    """Each objective's steps are the whole number closest to a budget's FLOPs: two
+    checkpoints of one budget differ by at most half a step of each."""
+    half_steps = 0.5 * (a.pretrain_flops / a.pretrain_steps + b.pretrain_flops / b.pretrain_steps)
+    return abs(a.pretrain_flops - b.pretrain_flops) <= half_steps
+
+
+def budgets(scores: dict[tuple, Scores]) -> list[Budget]:
+    """ELECTRA's and BERT's checkpoints paired by FLOPs (one budget's), smallest first."""
+    by_objective = {o: sorted((s for s in scores.values() if s.objective == o),
+                              key=lambda s: s.pretrain_flops) for o in ("electra", "mlm")}
+    pairs: list[Budget] = []
+    unmatched = list(by_objective["mlm"])
+    for e in by_objective["electra"]:
+        match = next((b for b in unmatched if _same_budget(e, b)), None)
+        if match is not None:
+            unmatched.remove(match)
+        pairs.append(Budget(e.pretrain_flops, e, match))
+    pairs += [Budget(b.pretrain_flops, None, b) for b in unmatched]
+    return sorted(pairs, key=lambda b: b.flops)
+
+
+@dataclasses.dataclass
+class Verdict:
+    flops: float
+    electra: Scores | None
+    bert: Scores | None
+    none: Scores | None
+    better: Scores | None  # the pretrained objective with the higher median
+    transfer_p: float | None
+    transfers: bool
+    electra_bert_p: float | None
+    electra_beats_bert: bool
+
+
+def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
+    """The decision rule at every budget with scores."""
+    none = scores.get((NONE, 0))
+    out = []
+    for b in budgets(scores):
+        present = [s for s in (b.electra, b.bert) if s is not None]
+        better = max(present, key=lambda s: s.median) if present else None
+        transfer_p, transfers = None, False
+        if better is not None and none is not None:
+            transfer_p, significant = report.exceeds_noise(better.test, none.test)
+            transfers = significant and better.median > none.median
+        electra_bert_p, electra_wins = None, False
+        if b.electra is not None and b.bert is not None:
+            electra_bert_p, significant = report.exceeds_noise(b.electra.test, b.bert.test)
+            electra_wins = significant and b.electra.median > b.bert.median
+        out.append(Verdict(b.flops, b.electra, b.bert, none, better, transfer_p, transfers,
+                           electra_bert_p, electra_wins))
+    return out
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _cell(scores: Scores | None) -> str:
+    return "-" if scores is None else f"{scores.spread()} (lr {scores.learning_rate:g})"
+
+
+def verdict_table(rows: Sequence[Verdict]) -> str:
+    lines = ["| budget (FLOPs) | ELECTRA (steps) | BERT (steps) | no pretraining | "
+             "pretraining transfers? (p) | ELECTRA beats BERT? (p) |", "|---|---|---|---|---|---|"]
+    for v in rows:
+        steps = [f" ({s.pretrain_steps})" if s is not None else "" for s in (v.electra, v.bert)]
+        lines.append(
+            f"| {v.flops:.2g} | {_cell(v.electra)}{steps[0]} | {_cell(v.bert)}{steps[1]} | "
+            f"{_cell(v.none)} | {'**yes**' if v.transfers else 'no'} ({_p(v.transfer_p)}) | "
+            f"{'**yes**' if v.electra_beats_bert else 'no'} ({_p(v.electra_bert_p)}) |")
+    return "\n".join(lines)
+
+
+def scores_table(scores: dict[tuple, Scores]) -> str:
+    lines = ["| model | pretraining steps | pretraining FLOPs | test: median [IQR] (min-max) | "
+             "lr (dev median) |", "|---|---|---|---|---|"]
+    for s in sorted(scores.values(), key=lambda s: (s.objective, s.pretrain_steps)):
+        lines.append(f"| {NAMES.get(s.objective, s.objective)} | {s.pretrain_steps} | "
+                     f"{s.pretrain_flops:.3g} | {s.spread()} | {s.learning_rate:g} "
+                     f"({s.dev_median:.1f}) |")
+    return "\n".join(lines)
+
+
+def probe_table(lines: Sequence[dict[str, Any]]) -> str:
+    """The linear probe's dev scores per model and (task, metric)."""
+    columns = sorted({(r["task"], r["metric"]) for r in lines
+                      if r.get("task") and r["split"] == "dev"})
+    models = sorted({(r["objective"], r["pretrain_steps"], r["pretrain_flops"]) for r in lines})
+    values = {(r["objective"], r["pretrain_steps"], r["task"], r["metric"]): r["score"]
+              for r in lines if r.get("task") and r["split"] == "dev"}
+    out = ["| model | pretraining steps | pretraining FLOPs | "
+           + " | ".join(f"{t} {m}" for t, m in columns) + " |",
+           "|---|---|---|" + "---|" * len(columns)]
+    for objective, steps, flops in models:
+        cells = [values.get((objective, steps, t, m)) for t, m in columns]
+        out.append(f"| {NAMES.get(objective, objective)} | {steps} | {flops:.3g} | "
+                   + " | ".join("n/a" if v is None else f"{v:.1f}" for v in cells) + " |")
+    return "\n".join(out)
+
+
+def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str, Any]]) -> str:
+    """CPU and wall hours per kind of run (a stopped pretraining piece counts what it spent)."""
+    cpu: dict[str, float] = collections.defaultdict(float)
+    wall: dict[str, float] = collections.defaultdict(float)
+    for r in pretrain:
+        kind = f"pretraining {NAMES.get(r['objective'], r['objective'])} {r['kind']}"
+        cpu[kind] += r.get("cpu_seconds", 0.0)
+        wall[kind] += r.get("wall_seconds", 0.0)
+    runs = {(r["objective"], r["pretrain_steps"], r["task"], r["learning_rate"]):
+            r for r in finetune}
+    for r in runs.values():
+        kind = f"fine-tuning {r['task']}"
+        cpu[kind] += r["run_cpu_seconds"]
+        wall[kind] += r["run_wall_seconds"]
+    lines = ["| runs | CPU hours | wall hours |", "|---|---|---|"]
+    for kind in sorted(cpu):
+        lines.append(f"| {kind} | {cpu[kind] / 3600:.2f} | {wall[kind] / 3600:.2f} |")
+    lines.append(f"| **total** | {sum(cpu.values()) / 3600:.2f} | "
+                 f"{sum(wall.values()) / 3600:.2f} |")
+    return "\n".join(lines)
+
+
+def plot_curve(rows: Sequence[Verdict], path: str) -> None:
+    """pos unseen-word test accuracy against pretraining FLOPs: ELECTRA, BERT (median, IQR),
+    no pretraining (median line, IQR band)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for attribute, color in (("electra", "tab:blue"), ("bert", "tab:orange")):
+        points = [getattr(v, attribute) for v in rows if getattr(v, attribute) is not None]
+        if not points:
+            continue
+        y = [s.median for s in points]
+        low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
+        high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
+        ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker="o",
+                    capsize=3, color=color,
+                    label=NAMES["electra" if attribute == "electra" else "mlm"])
+    none = next((v.none for v in rows if v.none is not None), None)
+    if none is not None:
+        ax.axhline(none.median, color="gray", linestyle="--", label=NAMES[NONE])
+        ax.axhspan(np.percentile(none.test, 25), np.percentile(none.test, 75), color="gray",
+                   alpha=0.15)
+    ax.set_xscale("log")
+    ax.set_xlabel("pretraining FLOPs")
+    ax.set_ylabel("pos test accuracy on unseen words (%)")
+    ax.set_title("median and IQR over fine-tuning seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    report._save(fig, path)
+
+
+def _shown(path: str) -> str:
+    """A path inside the repository relative to it (as the report is committed)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.abspath(path)
+    return os.path.relpath(path, repo) if path.startswith(repo + os.sep) else path
+
+
+def write(results_dir: str, report_dir: str) -> list[str]:
+    """ladder_results.md (and ladder_curve.png when there is a verdict row) into report_dir."""
+    from electra_tf import files
+
+    finetune = records.read(os.path.join(results_dir, "finetune.jsonl"))
+    probe = records.read(os.path.join(results_dir, "probe.jsonl"))
+    pretrain = records.read(os.path.join(results_dir, "pretrain.jsonl"))
+    os.makedirs(report_dir, exist_ok=True)
+    rows = verdicts(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    sections = [
+        "# Ladder: results",
+        "Generated by `experiments/ladder_report.py` from the records in "
+        f"`{_shown(results_dir)}` alone. Each cell: the test split's median [interquartile "
+        "range] (min-max) over the fine-tuning seeds, at the learning rate dev chose for that "
+        "model (shown).",
+        f"## The decision rule per budget ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
+        "\"Pretraining transfers\": the better pretrained objective's median is above no "
+        "pretraining's and a two-sided Mann-Whitney U test gives p < 0.05; \"ELECTRA beats "
+        "BERT\": ELECTRA's median is above BERT's with p < 0.05.\n\n" + verdict_table(rows),
+    ]
+    for task, metric in SHOWN:
+        scores = select(finetune, task, metric)
+        if scores:
+            sections.append(f"## {task} {metric}, every model\n\n" + scores_table(scores))
+    if probe:
+        sections.append("## Linear probe of the frozen discriminator (dev)\n\n"
+                        + probe_table(probe))
+    sections.append("## Costs\n\n" + costs_table(pretrain, finetune))
+    table = os.path.join(report_dir, "ladder_results.md")
+    files.write_atomically(table, "\n\n".join(sections) + "\n")
+    written = [table]
+    if rows:
+        curve = os.path.join(report_dir, "ladder_curve.png")
+        plot_curve(rows, curve)
+        written.append(curve)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", required=True, help="the records' directory")
+    parser.add_argument("--report_dir", required=True)
+    args = parser.parse_args(argv)
+    rows = verdicts(select(records.read(os.path.join(args.results, "finetune.jsonl")),
+                           VERDICT_TASK, VERDICT_METRIC))
+    print(verdict_table(rows))
+    print("\n".join(write(args.results, args.report_dir)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,360 @@
+"""experiments/ladder.py: the corpus without the held-out Brown files, the plan (log-spaced
+budgets, equal FLOPs, forks), the records (atomic appends, torn lines), resuming from the
+records, the decision rule on hand-made records, and the smoke ladder end to end (slow)."""
+
+import json
+import pathlib
+import re
+import shutil
+import sys
+
+import pytest
+
+from conftest import REPO, run_script
+from test_experiments import shared_data  # noqa: F401  (a fixture)
+
+sys.path.insert(0, str(REPO / "experiments"))
+import downstream  # noqa: E402
+import efficiency  # noqa: E402
+import ladder  # noqa: E402
+import ladder_report  # noqa: E402
+import records  # noqa: E402
+
+BROWN = pathlib.Path(__file__).parent / "data" / "brown_tagged"
+
+
+@pytest.fixture
+def ladder_shared(shared_data):  # noqa: F811
+    """The shared data's layout with the tagged Brown slice the repository ships."""
+    shutil.copytree(BROWN, shared_data / "corpora" / "brown_tagged")
+    return shared_data
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+def test_corpus_holds_the_train_brown_files_as_plain_text_and_never_dev_or_test(ladder_shared,
+                                                                               tmp_path):
+    from electra_tf.finetuning import pos
+
+    summary = downstream.ladder_corpus(str(ladder_shared), str(tmp_path / "corpus"))
+    split = pos.brown_file_split(pos.brown_files(str(BROWN)))
+    assert split["dev"] and split["test"]
+    assert summary["brown_train_files"] == len(split["train"])
+    assert sorted(summary["brown_held_out_files"]) == sorted(split["dev"] + split["test"])
+    text = (tmp_path / "corpus" / "brown_train.txt").read_text()
+    documents = text.rstrip("\n").split("\n\n")
+    assert len(documents) == len(split["train"])  # a document per file
+    assert "/" not in text.replace(" / ", "")  # no word/tag token is left
+    assert "``" not in text and "''" not in text
+    for name in split["train"]:
+        assert downstream.brown_paragraphs(str(BROWN / name))[0] in text
+    for name in split["dev"] + split["test"]:  # no held-out paragraph, not even a sentence
+        for paragraph in downstream.brown_paragraphs(str(BROWN / name)):
+            assert paragraph not in text, name
+    for source in ("enwiki_sample.txt", "python3.11-doc.txt"):
+        assert (tmp_path / "corpus" / source).exists()
+    assert summary["total_words"] == sum(summary["words"].values())
+
+
+def test_the_corpus_directory_holds_only_the_text_the_builders_read(ladder_shared, tmp_path):
+    corpus = ladder.build_corpus(str(tmp_path), str(ladder_shared))
+    assert sorted(p.name for p in pathlib.Path(corpus).iterdir()) == [
+        "brown_train.txt", "enwiki_sample.txt", "python3.11-doc.txt"]
+    summary = json.loads((tmp_path / "corpus_summary.json").read_text())
+    assert summary["total_words"] > 0
+
+
+def test_brown_paragraphs_join_a_paragraphs_sentences_and_drop_the_tags(tmp_path):
+    path = tmp_path / "ca01"
+    path.write_text("\n\n\tThe/at jury/nn said/vbd ``/`` yes/rb ''/'' ./.\n"
+                    "It/pps ended/vbd ./.\n\n\n\tA/at 1/2/cd cup/nn ./.\n")
+    assert downstream.brown_paragraphs(str(path)) == [
+        'The jury said " yes " . It ended .', "A 1/2 cup ."]
+    path.write_text("The/at jury\n")
+    with pytest.raises(ValueError, match=r"ca01:1: token 'jury' is not word/tag"):
+        downstream.brown_paragraphs(str(path))
+
+
+def test_missing_shared_data_names_the_fetch_command(tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        ladder.check_shared_data(str(tmp_path))
+    message = str(stopped.value)
+    assert "\n" not in message and "lacks corpora/brown_tagged/ca01 (and 3 more)" in message
+    assert "python experiments/fetch_corpora.py --out DIR" in message
+    with pytest.raises(SystemExit, match="fetch_corpora.py"):  # before anything is written
+        ladder.prepare_data(str(tmp_path / "out"), str(tmp_path), ladder.LADDERS["full"])
+    assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- the plan
+
+def test_the_full_ladder_is_log_spaced_at_equal_flops_and_costs_about_1_2x():
+    full = ladder.LADDERS["full"]
+    electra, bert = ladder.plan(full, "/nonexistent")
+    budgets = full.rung_flops()
+    assert len(budgets) >= 6 and budgets[0] == pytest.approx(1e13)
+    assert budgets[-1] >= 1e15 * (1 - 1e-9)
+    ratios = [b / a for a, b in zip(budgets, budgets[1:])]
+    assert ratios == pytest.approx([ratios[0]] * len(ratios))  # log-spaced
+    for e, b in zip(electra.rungs, bert.rungs):
+        # Each at the rung's FLOPs to within half of its own step.
+        for rung, budget in ((e, budgets[e.index]), (b, budgets[b.index])):
+            assert abs(rung.flops - budget) <= rung.step_flops / 2
+        # The same share of decay, and the fork where the decay starts.
+        assert e.decay_steps / e.steps == pytest.approx(0.2, abs=0.01)
+        assert b.decay_steps / b.steps == pytest.approx(0.2, abs=0.01)
+        assert e.fork == e.steps - e.decay_steps
+    assert bert.step_flops < electra.step_flops and bert.rungs[-1].steps > electra.rungs[-1].steps
+    # The same warmup FLOPs for both, ending before the smallest rung's decay.
+    assert electra.warmup_steps * electra.step_flops == pytest.approx(
+        bert.warmup_steps * bert.step_flops, rel=0.01)
+    assert electra.warmup_steps < electra.rungs[0].fork
+    for climb in (electra, bert):
+        assert 1.1 < climb.cost_flops() / climb.rungs[-1].flops < 1.25
+
+
+def test_trunk_and_branch_hparams_are_valid_wsd_runs():
+    from electra_tf import config
+
+    full = ladder.LADDERS["full"]
+    electra, _ = ladder.plan(full, "/nonexistent")
+    rung = electra.rungs[2]
+    trunk = config.from_hparams("t", "/nonexistent",
+                                ladder.pretraining_hparams(full, electra, rung.fork, 0))
+    branch = config.from_hparams("b", "/nonexistent", ladder.pretraining_hparams(
+        full, electra, rung.steps, rung.decay_steps))
+    assert trunk.lr_schedule == branch.lr_schedule == "wsd" and trunk.lr_decay_steps == 0
+    assert branch.num_train_steps - branch.lr_decay_steps == trunk.num_train_steps
+    assert trunk.num_warmup_steps == branch.num_warmup_steps == electra.warmup_steps
+    assert trunk.learning_rate == branch.learning_rate == 1e-3
+
+
+def test_rungs_too_close_for_their_decays_are_refused():
+    crowded = ladder.Ladder(budget=efficiency.BUDGETS["smoke"], min_flops=1e10,
+                            max_flops=1.05e10, rungs=3, tasks=())
+    with pytest.raises(ValueError, match="must rise and start after the warmup"):
+        ladder.plan(crowded, "/nonexistent")
+
+
+# ----------------------------------------------------------------------------- records
+
+def test_records_append_read_and_repair_a_torn_last_line(tmp_path, capsys):
+    path = str(tmp_path / "r" / "finetune.jsonl")
+    records.append(path, [{"a": 1}, {"a": 2}])
+    with open(path, "a") as f:
+        f.write('{"a": 3, "sc')  # a crash in the middle of an append
+    assert records.read(path) == [{"a": 1}, {"a": 2}]
+    assert "its last line is torn (12 bytes without a newline" in capsys.readouterr().err
+    records.append(path, [{"a": 4}])
+    assert "removing its torn last line" in capsys.readouterr().err
+    assert records.read(path) == [{"a": 1}, {"a": 2}, {"a": 4}]
+    assert open(path).read().count("\n") == 3
+    with open(path, "a") as f:
+        f.write("not json\n")
+    records.append(path, [{"a": 5}])
+    with pytest.raises(records.RecordsError, match=r"finetune.jsonl:4: not a JSON record"):
+        records.read(path)
+    assert records.read(str(tmp_path / "none.jsonl")) == []
+
+
+def _sitting(tmp_path, deadline=None):
+    return ladder.Sitting(ladder.LADDERS["smoke"], str(tmp_path / "nonexistent_data"),
+                          str(tmp_path / "out"), ladder.Store(str(tmp_path / "results")),
+                          deadline)
+
+
+def test_a_recorded_run_is_skipped_and_none_starts_after_the_deadline(tmp_path):
+    """The data directory does not exist: any run that started would fail."""
+    sitting = _sitting(tmp_path)
+    task = sitting.ladder.tasks[0]
+    sitting.store.append("finetune", [
+        {"objective": "electra", "pretrain_steps": 8, "pretrain_flops": 9.5e9,
+         "task": task.name, "learning_rate": 1e-3, "seed": 0, "split": "dev",
+         "metric": "accuracy", "score": 50.0}])
+    ladder.finetune(sitting, "electra", 8, 9.5e9, "electra_8", task, 1e-3)  # skipped
+    electra = ladder.plan(sitting.ladder, "/nonexistent")[0]
+    sitting.store.append("pretrain", [{"objective": "electra", "kind": "trunk",
+                                       "pretrain_steps": electra.rungs[0].fork,
+                                       "finished": True}])
+    ladder.pretrain(sitting, electra, electra.trunk, electra.rungs[0].fork, 0, "trunk")
+    # An unfinished piece (stopped at a deadline) is not a finished one.
+    sitting.store.append("pretrain", [{"objective": "electra", "kind": "branch",
+                                       "pretrain_steps": electra.rungs[0].steps,
+                                       "finished": False}])
+    late = _sitting(tmp_path, deadline=0.0)
+    with pytest.raises(efficiency.Stopped):
+        ladder.pretrain(late, electra, electra.rungs[0].name, electra.rungs[0].steps,
+                        electra.rungs[0].decay_steps, "branch", electra.rungs[0])
+    with pytest.raises(efficiency.Stopped):
+        ladder.finetune(late, "electra", 8, 9.5e9, "electra_8", task, 3e-4)
+
+
+def test_finetune_and_probe_lines_carry_every_field():
+    summary = {"trials": [{"pos": {"accuracy": 90.0, "unseen_accuracy": 40.0},
+                           "pos-test": {"accuracy": 89.0, "unseen_accuracy": 38.0}}] * 2}
+    key = {"objective": "mlm", "pretrain_steps": 9, "pretrain_flops": 1e10, "task": "pos",
+           "learning_rate": 1e-3}
+    lines = ladder.finetune_lines("pos", summary, None, key, {"wall_seconds": 3,
+                                                               "cpu_seconds": 2})
+    assert len(lines) == 2 * 2 * 2  # seeds x splits x metrics
+    assert {(r["seed"], r["split"], r["metric"]) for r in lines} == {
+        (s, sp, m) for s in (0, 1) for sp in ("dev", "test")
+        for m in ("accuracy", "unseen_accuracy")}
+    assert set(lines[0]) >= {"objective", "pretrain_steps", "pretrain_flops", "task", "seed",
+                             "learning_rate", "split", "metric", "score"}
+    sst = ladder.finetune_lines("sst", {"trials": [{"sst": {"accuracy": 60.0}}]},
+                                [{"accuracy": 55.0}], dict(key, task="sst"),
+                                {"wall_seconds": 3, "cpu_seconds": 2})
+    assert [(r["split"], r["score"]) for r in sst] == [("dev", 60.0), ("test", 55.0)]
+    with pytest.raises(ValueError, match="no test split"):
+        ladder.finetune_lines("sst", {"trials": [{"sst": {"accuracy": 60.0}}]}, None, key,
+                              {"wall_seconds": 3, "cpu_seconds": 2})
+    probe = ladder.probe_lines({"model": "x", "sst": None, "pos": {
+        "probe_train_accuracy": 95.0, "probe_dev_accuracy": 90.0,
+        "probe_dev_unseen_accuracy": 41.0}}, {"objective": "mlm"})
+    assert {(r["task"], r["split"], r["metric"]) for r in probe} == {
+        ("pos", "train", "accuracy"), ("pos", "dev", "accuracy"),
+        ("pos", "dev", "unseen_accuracy")}
+
+
+# ----------------------------------------------------------------------------- the report
+
+def _runs(objective, steps, flops, lr, dev, test, metric="unseen_accuracy"):
+    return [{"objective": objective, "pretrain_steps": steps, "pretrain_flops": flops,
+             "task": "pos", "learning_rate": lr, "seed": seed, "split": split,
+             "metric": metric, "score": score, "run_wall_seconds": 10, "run_cpu_seconds": 20}
+            for split, scores in (("dev", dev), ("test", test))
+            for seed, score in enumerate(scores)]
+
+
+def _hand_made(tmp_path):
+    lines = (
+        _runs("none", 0, 0.0, 1e-3, [30] * 5, [30, 31, 32, 33, 34])
+        + _runs("none", 0, 0.0, 3e-4, [20] * 5, [90] * 5)  # best on test, not chosen on dev
+        # Budget 1: BERT clearly above random weights, ELECTRA not above BERT (their FLOPs
+        # differ by 8%, less than half a step of each: the same budget).
+        + _runs("electra", 10, 1e13, 1e-3, [31] * 5, [30, 32, 31, 33, 35])
+        + _runs("mlm", 11, 1.08e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
+        # Budget 2: ELECTRA above both, beyond the noise.
+        + _runs("electra", 200, 2e13, 1e-3, [50] * 5, [50, 51, 52, 53, 54])
+        + _runs("mlm", 218, 2.002e13, 1e-3, [45] * 5, [44, 45, 46, 47, 51])
+        # Budget 3: BERT only so far.
+        + _runs("mlm", 436, 4e13, 1e-3, [35] * 5, [33, 36, 34, 35, 30]))
+    path = tmp_path / "results"
+    records.append(str(path / "finetune.jsonl"), lines)
+    return path
+
+
+def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
+    path = _hand_made(tmp_path)
+    scores = ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
+                                  "unseen_accuracy")
+    assert scores[("none", 0)].learning_rate == 1e-3  # chosen on dev, not test
+    assert scores[("none", 0)].median == 32
+    rows = ladder_report.verdicts(scores)
+    assert [round(v.flops / 1e13) for v in rows] == [1, 2, 4]
+    first, second, third = rows
+    assert first.better.objective == "mlm" and first.transfers
+    assert first.transfer_p == pytest.approx(0.0079, abs=1e-4)
+    assert not first.electra_beats_bert and first.electra_bert_p < 0.05  # BERT is the higher
+    assert second.better.objective == "electra" and second.transfers
+    assert second.electra_beats_bert and second.electra_bert_p == pytest.approx(0.028, abs=1e-3)
+    assert third.electra is None and third.better.objective == "mlm"
+    assert not third.transfers and third.transfer_p > 0.05  # 34 against 32: noise
+    table = ladder_report.verdict_table(rows)
+    assert "| 1e+13 | 32.0 [31.0, 33.0] (30.0-35.0) (lr 0.001) (10) |" in table
+    assert table.count("**yes**") == 3
+
+
+def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = _hand_made(tmp_path)
+    records.append(str(path / "pretrain.jsonl"), [
+        {"objective": "electra", "kind": "trunk", "pretrain_steps": 80, "finished": False,
+         "wall_seconds": 3600, "cpu_seconds": 3600}])
+    written = ladder_report.write(str(path), str(tmp_path / "report"))
+    assert [pathlib.Path(p).name for p in written] == ["ladder_results.md", "ladder_curve.png"]
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "## The decision rule per budget (pos unseen_accuracy, test)" in text
+    assert "| pretraining ELECTRA trunk | 1.00 | 1.00 |" in text
+    assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
+
+
+# ----------------------------------------------------------------------------- end to end
+
+@pytest.mark.slow
+def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
+    pytest.importorskip("matplotlib")
+    out, results = tmp_path / "out", tmp_path / "results"
+    command = ["experiments/ladder.py", "--out", str(out), "--ladder", "smoke",
+               "--shared_data", str(ladder_shared), "--results", str(results),
+               "--report_dir", str(tmp_path / "report"), "--workers", "2"]
+    first = run_script(*command, timeout=1800)
+    assert "the ladder is done" in first.stdout
+    pretrain = records.read(str(results / "pretrain.jsonl"))
+    climbs = ladder.plan(ladder.LADDERS["smoke"], str(out / "data"))
+    for climb in climbs:
+        done = {(r["kind"], r["pretrain_steps"]) for r in pretrain
+                if r["objective"] == climb.objective and r["finished"]}
+        assert done == {(k, s) for rung in climb.rungs
+                        for k, s in (("trunk", rung.fork), ("branch", rung.steps))}
+        for rung in climb.rungs:  # each branch forked from the trunk at its decay's start
+            changes = json.loads((out / "data" / "models" / rung.name /
+                                  "hparam_changes.json").read_text())
+            assert changes[0]["step"] == rung.fork
+            assert changes[0]["changed"]["lr_decay_steps"] == [0, rung.decay_steps]
+    finetune = records.read(str(results / "finetune.jsonl"))
+    models = {(r["objective"], r["pretrain_steps"]) for r in finetune}
+    assert models == {("none", 0)} | {(c.objective, r.steps) for c in climbs for r in c.rungs}
+    trials = efficiency.BUDGETS["smoke"].trials
+    pos_test = [r for r in finetune if r["task"] == "pos" and r["split"] == "test"
+                and r["metric"] == "unseen_accuracy"]
+    assert len(pos_test) == len(models) * trials
+    assert {r["task"] for r in finetune} == {"pos", "sst"}
+    probe = records.read(str(results / "probe.jsonl"))
+    assert {(r["objective"], r["pretrain_steps"]) for r in probe} == models
+    assert any(r["task"] == "pos" and r["metric"] == "unseen_accuracy" for r in probe)
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "## The decision rule per budget" in text
+    assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
+
+    second = run_script(*command, timeout=600)  # everything is recorded: nothing reruns
+    assert "pretraining" not in second.stdout and "fine-tuning" not in second.stdout
+    assert records.read(str(results / "finetune.jsonl")) == finetune
+    assert re.search(r"the ladder is done", second.stdout)
+
+
+def test_a_run_still_going_at_the_deadline_gets_sigterm_and_its_usage_is_kept(tmp_path):
+    """run_pretraining.py writes a checkpoint on SIGTERM and exits 143; this stands in for it."""
+    import time
+
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+              "time.sleep(60)\n")
+    start = time.time()
+    with pytest.raises(efficiency.Stopped) as stopped:
+        efficiency.run_logged([sys.executable, "-c", script], str(tmp_path / "log.txt"),
+                              deadline=time.time() + 2)
+    assert time.time() - start < 30
+    assert set(stopped.value.usage) == {"wall_seconds", "cpu_seconds", "load_average"}
+    # A run that ends before the deadline is not stopped.
+    assert efficiency.run_logged([sys.executable, "-c", "pass"], str(tmp_path / "log2.txt"),
+                                 deadline=time.time() + 600)["wall_seconds"] >= 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--hours", "0"], "--hours must be positive"),
+    (["--max_rung", "8"], "--max_rung must be in [1, 7]"),
+    (["--workers", "0"], "--workers must be at least 1"),
+])
+def test_bad_flags_fail_naming_the_flag(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        ladder.parse_args(["--out", "x", *flags])
+    assert message in capsys.readouterr().err
+
+
+def test_the_full_ladder_writes_its_records_into_the_repository():
+    args = ladder.parse_args(["--out", "x"])
+    assert args.results == str(REPO / "experiments" / "results" / "ladder")
+    assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
+        "x/results")

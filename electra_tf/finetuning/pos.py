@@ -280,38 +280,19 @@ def write_task_files(brown_dir: str, output_dir: str, train_sentences: int = 100
 
 # ----------------------------------------------------------------------------- the task
 
+def _pos_row(fields: list[str], where: str) -> tuple[str, str, str]:
+    if len(fields) != 2 or fields[1] not in COARSE_TAGS:
+        raise DataError(f"{where}: expected `word TAG` with TAG one of {' '.join(COARSE_TAGS)}, "
+                        f"got {' '.join(fields)!r}")
+    return fields[0], "", fields[1]
+
+
 def read_task_file(path: str) -> list[tagging.Sentence]:
     """The sentences of a pos task file (`word TAG` lines, a blank line between sentences);
     bad lines fail naming the file and line."""
-    if not tf.io.gfile.exists(path):
-        raise DataError(f"{path} does not exist; write the pos task's files with "
-                        "electra_tf.finetuning.pos.write_task_files from the tagged Brown corpus")
-    sentences: list[tagging.Sentence] = []
-    rows: list[tuple[str, str]] = []
-
-    def close() -> None:
-        if rows:
-            words, tags = zip(*rows)
-            sentences.append(tagging.Sentence(len(sentences), words, (), tags))
-            rows.clear()
-
-    with tf.io.gfile.GFile(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                fields = raw.decode("utf-8").split()
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{number}: not UTF-8 ({e.reason})") from None
-            if not fields:
-                close()
-                continue
-            if len(fields) != 2 or fields[1] not in COARSE_TAGS:
-                raise DataError(f"{path}:{number}: expected `word TAG` with TAG one of "
-                                f"{' '.join(COARSE_TAGS)}, got {' '.join(fields)!r}")
-            rows.append((fields[0], fields[1]))
-    close()
-    if not sentences:
-        raise DataError(f"{path} holds no sentences")
-    return sentences
+    return tagging.read_sentences(
+        path, "write the pos task's files with electra_tf.finetuning.pos.write_task_files from "
+        "the tagged Brown corpus", _pos_row)
 
 
 def unseen_words(train: Sequence[tagging.Sentence], sentences: Sequence[tagging.Sentence],

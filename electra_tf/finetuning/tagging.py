@@ -35,7 +35,7 @@ import dataclasses
 import functools
 import os
 import typing
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -84,11 +84,15 @@ def encode(spans: Sequence[tuple[str, int, int]], length: int, scheme: str) -> l
     return tags
 
 
-def read_conll(path: str) -> list[Sentence]:
-    """The sentences of a CoNLL-2000 file; bad lines fail naming the file and line."""
+def read_sentences(path: str, missing: str,
+                   parse: Callable[[list[str], str], tuple[str, str, str] | None]
+                   ) -> list[Sentence]:
+    """The sentences of a file with one word a line and a blank line between sentences.
+    `parse(fields, where)` turns a line's fields into (word, POS, tag), None to skip the line,
+    or raises DataError naming `where` (the file and line); `missing` says how to make a file
+    that does not exist."""
     if not tf.io.gfile.exists(path):
-        raise DataError(f"{path} does not exist; put CoNLL-2000's file (word POS chunk-tag "
-                        "per line, a blank line between sentences) there")
+        raise DataError(f"{path} does not exist; {missing}")
     sentences: list[Sentence] = []
     rows: list[tuple[str, str, str]] = []
 
@@ -107,20 +111,31 @@ def read_conll(path: str) -> list[Sentence]:
             if not fields:
                 close()
                 continue
-            if fields[0] == "-DOCSTART-":
-                continue
-            if len(fields) < 3:
-                raise DataError(f"{path}:{number}: {len(fields)} fields, expected "
-                                "`word POS chunk-tag`")
-            tag = fields[-1]
-            if tag != "O" and (tag[:2] not in {f"{p}-" for p in _TAG_PREFIXES} or len(tag) < 3):
-                raise DataError(f"{path}:{number}: chunk tag {tag!r} is not O or B-/I-/E-/S- "
-                                "followed by the chunk type")
-            rows.append((fields[0], fields[1], tag))
+            row = parse(fields, f"{path}:{number}")
+            if row is not None:
+                rows.append(row)
     close()
     if not sentences:
         raise DataError(f"{path} holds no sentences")
     return sentences
+
+
+def _conll_row(fields: list[str], where: str) -> tuple[str, str, str] | None:
+    if fields[0] == "-DOCSTART-":
+        return None
+    if len(fields) < 3:
+        raise DataError(f"{where}: {len(fields)} fields, expected `word POS chunk-tag`")
+    tag = fields[-1]
+    if tag != "O" and (tag[:2] not in {f"{p}-" for p in _TAG_PREFIXES} or len(tag) < 3):
+        raise DataError(f"{where}: chunk tag {tag!r} is not O or B-/I-/E-/S- followed by the "
+                        "chunk type")
+    return fields[0], fields[1], tag
+
+
+def read_conll(path: str) -> list[Sentence]:
+    """The sentences of a CoNLL-2000 file; bad lines fail naming the file and line."""
+    return read_sentences(path, "put CoNLL-2000's file (word POS chunk-tag per line, a blank "
+                          "line between sentences) there", _conll_row)
 
 
 @functools.lru_cache(maxsize=8)

@@ -86,6 +86,7 @@ class FinetuningConfig(config_lib.TpuHparams):
     # Ours.
     fix_layerwise_lr_depths: bool = False  # correct the original's off-by-one (see optimization)
     export_saved_model: bool = False  # a TF SavedModel of each trained trial, for TF Serving
+    keep_best_trial: bool = False  # export the trial with the best dev score to <tasks>_best/
     data_source: str = "files"  # or "tfds": GLUE from a prepared tensorflow-datasets data_dir
     tfds_data_dir: str | None = None
     strategy: str = "default"
@@ -194,6 +195,8 @@ def validate(c: FinetuningConfig) -> None:
     require(0 <= c.layerwise_lr_decay <= 1, "layerwise_lr_decay",
             "must be in [0, 1] (0 turns it off)")
     require(c.do_train or c.do_eval, "do_train", "do_train or do_eval must be true")
+    require(not c.keep_best_trial or (c.do_train and c.do_eval), "keep_best_trial",
+            "chooses among trained trials by their dev scores: needs do_train and do_eval")
     require(c.data_source in DATA_SOURCES, "data_source", f"one of {DATA_SOURCES}")
     require(c.strategy in config_lib.STRATEGIES, "strategy", f"one of {config_lib.STRATEGIES}")
     require(c.precision in config_lib.PRECISIONS, "precision",

@@ -1,11 +1,11 @@
 """Ensembles fine-tuned models of one task from their prediction files.
 
   python run_ensemble.py --output_dir DIR --weights fit \\
-      --predictions DATA_DIR/models/NAME/results/sst_outputs_1.npz,DATA_DIR/models/NAME/results/sst_outputs_2.npz
+      --predictions RESULTS/sst_outputs_1.npz,RESULTS/sst_outputs_2.npz,RESULTS/sst_outputs_3.npz
 
-run_finetuning.py writes a prediction file per trial (DATA_DIR/models/NAME/results/
-<tasks>_outputs_<trial>.npz: the raw outputs of the dev splits, and of the test splits when
-it writes test outputs). The files may come from the trials of one run or from runs of
+run_finetuning.py writes a prediction file per trial, RESULTS/<tasks>_outputs_<trial>.npz
+(RESULTS is DATA_DIR/models/NAME/results/): the raw outputs of the dev splits, and of the test
+splits when it writes test outputs. The files may come from the trials of one run or from runs of
 different pretrained models or objectives, as long as they are of the same tasks and data.
 Each task's outputs are averaged with the weights (class probabilities; regression scores;
 SQuAD's start/end logits per window, before the answer search; tagging's per-word tag

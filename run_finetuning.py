@@ -11,8 +11,11 @@ the pretrained discriminator from DATA_DIR/models/NAME/discriminator.keras (run_
 export; or "init_checkpoint"). Trains num_trials times with seeds seed, seed + 1, ..., evaluates
 on the dev sets and writes DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every
 trial, the median, and each task's baseline: what a trivial prediction such as the majority
-class scores), the fine-tuned checkpoints under DATA_DIR/models/NAME/finetuning_models/,
-and with "write_test_outputs" the leaderboard files under DATA_DIR/models/NAME/test_predictions/.
+class scores), each trial's raw outputs (results/<tasks>_outputs_<trial>.npz, which
+run_ensemble.py averages), the fine-tuned checkpoints under DATA_DIR/models/NAME/
+finetuning_models/ (with "keep_best_trial", the trial with the best dev score also in
+<tasks>_best/), and with "write_test_outputs" the leaderboard files under
+DATA_DIR/models/NAME/test_predictions/.
 Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
 SIGTERM or Ctrl-C during training writes a checkpoint; rerunning the same command then resumes
 that trial and skips the trials that run finished. Rerunning a run that finished (or with other

@@ -13,6 +13,7 @@ from conftest import REPO
 COMMANDS = {
     "run_pretraining.py": "docs/pretraining.md",
     "run_finetuning.py": "docs/finetuning.md",
+    "run_ensemble.py": "docs/finetuning.md#ensembles",
     "convert_checkpoint.py": "docs/checkpoints.md",
     "pretrain_data/build_pretraining_dataset.py": "docs/data.md",
     "pretrain_data/build_openwebtext_pretraining_dataset.py": "docs/data.md",

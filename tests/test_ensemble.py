@@ -322,3 +322,30 @@ def test_run_ensemble_command_line_errors_are_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[0] == \
         "error: --weights '0.7,0.7' sum to 1.4, not 1"
+
+
+def test_the_best_trials_export_survives_a_resumed_run_and_not_a_new_one(finetuning_dir):
+    """keep_best_trial's export belongs to one run: a rerun that resumes it keeps it (a worse
+    trial does not replace it, the exported trial run again does); a new run deletes it."""
+    import run_finetuning
+    from electra_tf.finetuning import trainer
+    from electra_tf.finetuning.config import from_hparams
+
+    config = from_hparams("tiny", str(finetuning_dir),
+                          {**TINY_FINETUNING, "keep_best_trial": True})
+    model = trainer.build_model(config, trainer.make_tasks(config))
+    best = run_finetuning._BestTrial(config, "run-a")
+    best.consider(model, 1, 0, 60.0, {"sst": {"accuracy": 60.0}})
+    marker = finetuning_dir / "models" / "tiny" / "finetuning_models" / "sst_best" / "best.json"
+    assert json.loads(marker.read_text())["trial"] == 1
+    resumed = run_finetuning._BestTrial(config, "run-a")
+    resumed.consider(model, 2, 1, 55.0, {"sst": {"accuracy": 55.0}})
+    assert json.loads(marker.read_text())["trial"] == 1
+    resumed.consider(model, 1, 0, 50.0, {"sst": {"accuracy": 50.0}})
+    assert json.loads(marker.read_text())["score"] == 50.0
+    resumed.consider(model, 3, 2, 70.0, {"sst": {"accuracy": 70.0}})
+    assert json.loads(marker.read_text())["trial"] == 3
+    assert resumed.summary() == {"trial": 3, "seed": 2, "score": 70.0,
+                                 "results": {"sst": {"accuracy": 70.0}}}
+    run_finetuning._BestTrial(config, "run-b")
+    assert not marker.parent.exists()

@@ -104,9 +104,9 @@ def measure(shared_data: str, work: str) -> list[dict]:
 
 def table(records: Sequence[dict]) -> str:
     lines = ["| | seed | weights | dev accuracy | test accuracy |", "|---|---|---|---|---|"]
-    for r in records:
-        if r["kind"] == "setup":
-            continue
+    order = ["member", "median", "best_on_dev", "ensemble_uniform", "ensemble_fitted"]
+    for r in sorted((r for r in records if r["kind"] != "setup"),
+                    key=lambda r: order.index(r["kind"])):
         label = {"member": f"trial {r.get('trial')}", "median": "median of the 5",
                  "best_on_dev": f"best on dev (trial {r.get('trial')})",
                  "ensemble_uniform": "ensemble, uniform weights",

@@ -84,9 +84,6 @@ class Member:
     def row_ids(self, result_name: str) -> np.ndarray:
         return self.arrays[f"{result_name}/row_ids"]
 
-    def describe(self) -> str:
-        return f"{self.meta['model_name']} trial {self.meta['trial']}"
-
 
 def read_member(path: str) -> Member:
     if not os.path.isfile(path):

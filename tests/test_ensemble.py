@@ -349,3 +349,20 @@ def test_the_best_trials_export_survives_a_resumed_run_and_not_a_new_one(finetun
                                  "results": {"sst": {"accuracy": 70.0}}}
     run_finetuning._BestTrial(config, "run-b")
     assert not marker.parent.exists()
+
+
+def test_the_measured_ensembles_table_is_the_committed_records():
+    """docs/finetuning.md's table is experiments/ensemble.py's rendering of the committed
+    JSON Lines file (the experiment itself reads ../shared and is not run here)."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("experiments_ensemble",
+                                                  REPO / "experiments" / "ensemble.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = REPO / "experiments" / "results" / "ensemble" / "sst_small2_random_init.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["kind"] for r in records].count("member") == 5
+    assert module.table(records) in (REPO / "docs" / "finetuning.md").read_text()

@@ -9,8 +9,9 @@ Builds sst the way experiments/downstream.py does (2000 train, 800 dev, 1600 tes
 labels, from ../shared/data/classification/movie_review_snippets.tsv), fine-tunes a 2-layer
 ELECTRA-Small encoder from random weights (no pretraining: the example measures the ensembling
 on 2 CPU cores, not the model) 5 times with seeds 0-4 (max_seq_length 64, 3 epochs, lr 5e-4
-without layer-wise decay, as nothing pretrained is to be kept; the original's other defaults), then ensembles the 5 prediction files with run_ensemble.py's code
-twice: uniform weights, and weights fitted on dev by forward selection. Every number is scored on dev (the
+without layer-wise decay, as nothing pretrained is to be kept; the original's other
+defaults), then ensembles the 5 prediction files with run_ensemble.py's code twice: uniform
+weights, and weights fitted on dev by forward selection. Every number is scored on dev (the
 selection split) and on test (the reported split, whose labels neither the training nor the
 weights saw). Writes one JSON line per member, the median, the best member (chosen on dev) and
 each ensemble; --table prints docs/finetuning.md's table from them.

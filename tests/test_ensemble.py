@@ -215,8 +215,9 @@ def test_tagging_averages_each_words_tag_probabilities(tmp_path):
     dev = splits["dev"]
     n_labels = len(task.labels(config))
     rng = np.random.default_rng(2)
-    shape = (len(dev), dev.arrays["tag_positions"].shape[1], n_labels)
-    members = [rng.dirichlet(np.ones(n_labels), shape[:2]).astype(np.float32)
+    words = max(len(sentence.words) for sentence in dev.examples)
+    assert words < dev.arrays["tag_positions"].shape[1]  # the word axis is the longest sentence
+    members = [rng.dirichlet(np.ones(n_labels), (len(dev), words)).astype(np.float32)
                for _ in range(2)]
     paths = [_write_member(tmp_path / f"m{i}.npz", config, task,
                            {"dev": (dev, {"word_probabilities": m})})

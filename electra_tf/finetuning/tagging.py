@@ -262,13 +262,21 @@ class TaggingTask(Task):
         return [f"{i}:{zlib.crc32(' '.join(s.words).encode()):08x}"
                 for i, s in enumerate(data.examples)]
 
+    @staticmethod
+    def _max_words(data: SplitData) -> int:
+        """The word axis of the ensemble outputs: the split's longest sentence (at most the
+        row length), so that it does not depend on the tokenizer."""
+        longest = max((len(sentence.words) for sentence in data.examples), default=0)
+        return min(longest, data.arrays["tag_positions"].shape[1])
+
     def ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
                          outputs: np.ndarray) -> dict[str, np.ndarray]:
-        """Each word's tag probabilities [N, max words, tags] (at its first wordpiece, so
-        members with other tokenizers line up; 0 past the words that fit)."""
-        positions = data.arrays["tag_positions"]
+        """Each word's tag probabilities [N, longest sentence, tags] (at its first wordpiece,
+        so members with other tokenizers line up; 0 past the words that fit)."""
+        words = self._max_words(data)
+        positions = data.arrays["tag_positions"][:, :words]
         logits = np.take_along_axis(np.asarray(outputs), positions[..., None], axis=1)
-        mask = data.arrays["tag_mask"][..., None]
+        mask = data.arrays["tag_mask"][:, :words, None]
         return {"word_probabilities": (softmax(logits) * mask).astype(np.float32)}
 
     def from_ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
@@ -276,11 +284,12 @@ class TaggingTask(Task):
         """Per-wordpiece logits with each word's averaged log-probabilities at its first
         wordpiece, where predicted_tags reads them."""
         scores = log_probabilities(averaged["word_probabilities"])
+        words = scores.shape[1]
         positions = data.arrays["tag_positions"]
         outputs = np.zeros((len(positions), positions.shape[1], scores.shape[-1]))
-        mask = data.arrays["tag_mask"].astype(bool)
+        mask = data.arrays["tag_mask"][:, :words].astype(bool)
         rows = np.nonzero(mask)[0]
-        outputs[rows, positions[mask]] = scores[mask]
+        outputs[rows, positions[:, :words][mask]] = scores[mask]
         return outputs
 
     def evaluate(self, config: FinetuningConfig, data: SplitData, outputs: np.ndarray,

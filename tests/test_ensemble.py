@@ -367,3 +367,32 @@ def test_the_measured_ensembles_table_is_the_committed_records():
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert [r["kind"] for r in records].count("member") == 5
     assert module.table(records) in (REPO / "docs" / "finetuning.md").read_text()
+
+
+def test_keep_best_trial_needs_do_eval_and_a_main_metric(monkeypatch):
+    """Refused before training, not after the first trial."""
+    from electra_tf.config import ConfigError
+    from electra_tf.finetuning import task_builder
+    from electra_tf.finetuning.config import from_hparams
+    from electra_tf.finetuning.task import Task
+
+    class Unranked(Task):
+        name = "unranked"
+
+        def load(self, config, split, tokenizer):
+            raise AssertionError("not read")
+
+        def make_head(self, config):
+            raise AssertionError("not built")
+
+        def evaluate(self, config, data, outputs, tokenizer, output_dir):
+            return {}
+
+    monkeypatch.setitem(task_builder.TASKS, "unranked", Unranked())
+    with pytest.raises(ConfigError, match=r"hparam 'keep_best_trial': \['unranked'\] name no "
+                                          "main metric"):
+        from_hparams("m", "/nonexistent", {"task_names": ["unranked"], "keep_best_trial": True})
+    with pytest.raises(ConfigError, match="hparam 'keep_best_trial': chooses among trained "
+                                          "trials by their dev scores: needs do_train and "
+                                          "do_eval"):
+        from_hparams("m", "/nonexistent", {"keep_best_trial": True, "do_eval": False})

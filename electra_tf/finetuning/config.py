@@ -24,6 +24,7 @@ import tensorflow as tf
 from electra_tf import config as config_lib
 from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import task_builder
+from electra_tf.finetuning.task import Task
 
 DATA_SOURCES = ("files", "tfds")
 
@@ -197,6 +198,9 @@ def validate(c: FinetuningConfig) -> None:
     require(c.do_train or c.do_eval, "do_train", "do_train or do_eval must be true")
     require(not c.keep_best_trial or (c.do_train and c.do_eval), "keep_best_trial",
             "chooses among trained trials by their dev scores: needs do_train and do_eval")
+    unranked = [t.name for t in tasks if type(t).main_metric is Task.main_metric]
+    require(not c.keep_best_trial or not unranked, "keep_best_trial",
+            f"{unranked} name no main metric to choose the best trial by (Task.main_metric)")
     require(c.data_source in DATA_SOURCES, "data_source", f"one of {DATA_SOURCES}")
     require(c.strategy in config_lib.STRATEGIES, "strategy", f"one of {config_lib.STRATEGIES}")
     require(c.precision in config_lib.PRECISIONS, "precision",

@@ -246,6 +246,7 @@ def run(paths: Sequence[str], weights: list[float] | None, output_dir: str,
 def _run(members: Sequence[Member], weights: list[float] | None, config, tokenizer, tasks,
          building: str, scratch: str) -> dict:
     from electra_tf.finetuning import trainer
+    from electra_tf.finetuning.task import Task
 
     summary: dict = {"members": [{"path": m.path, "model_name": m.meta["model_name"],
                                   "trial": m.meta["trial"], "seed": m.meta["seed"]}
@@ -275,7 +276,11 @@ def _run(members: Sequence[Member], weights: list[float] | None, config, tokeniz
                                     f"those of {data.path or config.raw_data_dir(task.data_name)}"
                                     " as read now; the data changed since the run")
             loaded[key] = data
+        ranked = type(task).main_metric is not Task.main_metric
         fitted = weights is None
+        if fitted and not ranked:
+            raise EnsembleError(f"--weights fit: task {task.name} names no main metric to fit "
+                                "the weights on (Task.main_metric); give the weights")
         if fitted:
             fit_on = loaded[dev[0]]
             average(members, dev[0], [1.0 / len(members)] * len(members))  # checks the ids
@@ -292,15 +297,15 @@ def _run(members: Sequence[Member], weights: list[float] | None, config, tokeniz
             data = loaded[key]
             name = task.result_name(data.split)
             members_scores = [scored(data, m.outputs(key), scratch) for m in members]
-            main = [task.main_metric(s) for s in members_scores]
-            best = int(np.argmax(main))
             report["splits"][name] = {
                 "members": members_scores,
                 "median": {k: float(np.median([s[k] for s in members_scores]))
                            for k in members_scores[0]},
-                "best_member": {"index": best, **members_scores[best]},
                 "ensemble": scored(data, average(members, key, task_weights),
                                    os.path.join(building, "dev_predictions", name))}
+            if ranked:
+                best = int(np.argmax([task.main_metric(s) for s in members_scores]))
+                report["splits"][name]["best_member"] = {"index": best, **members_scores[best]}
         written = []
         for key in test:
             if key not in loaded:
@@ -332,9 +337,10 @@ def _lines(summary: dict) -> list[str]:
                 lines.append(line(name, metrics, f"{member['model_name']} trial "
                                                  f"{member['trial']}, seed {member['seed']}"))
             lines.append(line(name, split["median"], "median of the members"))
-            best = summary["members"][split["best_member"]["index"]]
-            lines.append(line(name, split["best_member"],
-                              f"best member: {best['model_name']} trial {best['trial']}"))
+            if "best_member" in split:
+                best = summary["members"][split["best_member"]["index"]]
+                lines.append(line(name, split["best_member"],
+                                  f"best member: {best['model_name']} trial {best['trial']}"))
             lines.append(line(name, split["ensemble"], "ensemble"))
         lines.append(f"{task} weights ({report['weights_from']}): "
                      + ", ".join(f"{w:.2f}" for w in report["weights"]))

@@ -11,9 +11,11 @@ the pretrained discriminator from DATA_DIR/models/NAME/discriminator.keras (run_
 export; or "init_checkpoint"). Trains num_trials times with seeds seed, seed + 1, ..., evaluates
 on the dev sets and writes DATA_DIR/models/NAME/results/<tasks>_results.txt and .json (every
 trial, the median, and each task's baseline: what a trivial prediction such as the majority
-class scores), the fine-tuned checkpoints and a SavedModel of each under
-DATA_DIR/models/NAME/finetuning_models/, and with "write_test_outputs" the leaderboard files
-under DATA_DIR/models/NAME/test_predictions/.
+class scores), each trial's raw outputs (results/<tasks>_outputs_<trial>.npz, which
+run_ensemble.py averages), the fine-tuned checkpoints and a SavedModel of each under
+DATA_DIR/models/NAME/finetuning_models/ (with "keep_best_trial", the trial with the best dev
+score also in <tasks>_best/), and with "write_test_outputs" the leaderboard files under
+DATA_DIR/models/NAME/test_predictions/.
 Zero-shot tasks are not trained: each trial evaluates the pretrained discriminator as it is.
 SIGTERM or Ctrl-C during training writes a checkpoint; rerunning the same command then resumes
 that trial and skips the trials that run finished. Rerunning a run that finished (or with other
@@ -55,10 +57,11 @@ def _baselines(config, dev_data: list, train_splits: dict) -> dict:
 
 
 def _write_results(config, trials: list[dict[str, dict[str, float]]],
-                   baselines: dict | None = None) -> dict:
+                   baselines: dict | None = None, best: dict | None = None) -> dict:
     """The original's results.txt lines ("task: metric: value - ...") per trial, plus JSON;
-    then each task's baseline (a trivial prediction's scores, Task.baseline) in the same
-    form, "(baseline: what it predicts)"."""
+    then with keep_best_trial the best trial's (`best`: its trial, seed and results), and
+    each task's baseline (a trivial prediction's scores, Task.baseline) in the same form,
+    "(baseline: what it predicts)"."""
     from electra_tf import files
     from electra_tf.finetuning import glue, trainer
 
@@ -67,13 +70,17 @@ def _write_results(config, trials: list[dict[str, dict[str, float]]],
     summary = {"trials": trials, "median": median,
                "baselines": {name: {"predicts": b.predicts, **b.metrics}
                              for name, b in baselines.items()}}
+    if best is not None:
+        summary["best_trial"] = best
     glue_results = {name: median[name] for name in median
                     if name in glue.TASKS and name != "wnli"}
     if glue_results:
         summary["glue_score_median"] = glue.glue_score(glue_results)
     lines = []
+    best_row = ([(f"best: trial {best['trial']}, seed {best['seed']}", best["results"])]
+                if best is not None else [])
     for label, results in [*((f"trial {i + 1}", t) for i, t in enumerate(trials)),
-                           ("median", median)]:
+                           ("median", median), *best_row]:
         for task, metrics in results.items():
             lines.append(f"{task}: " + " - ".join(f"{k}: {v:.2f}" for k, v in metrics.items())
                          + f" ({label})")
@@ -162,6 +169,98 @@ class _Trials:
         self._write(finished=last)
 
 
+def _trial_score(tasks: list, config, results: dict[str, dict[str, float]]) -> float:
+    """What keep_best_trial compares trials by: the mean over the tasks of their main metric
+    on their first dev split (higher is better)."""
+    import numpy as np
+    return float(np.mean([task.main_metric(results[task.result_name(task.dev_splits(config)[0])])
+                          for task in tasks]))
+
+
+class _BestTrial:
+    """keep_best_trial: DATA_DIR/models/NAME/finetuning_models/<tasks>_best/ holds the trial
+    with the best dev score so far: saved_model/ (a TF SavedModel), model.weights.h5 (the
+    fine-tuned model's Keras weights) and best.json (the run's id, the trial, its seed, score
+    and results). It is replaced whole (written beside, then renamed) when a trial beats it.
+    A rerun that resumes the run keeps it; a new run deletes it first."""
+
+    def __init__(self, config, run_id: str):
+        import tensorflow as tf
+
+        self.config = config
+        self.run_id = run_id
+        self.path = os.path.join(config.pretrained_model_dir, "finetuning_models",
+                                 f"{config.task_string}_best")
+        self.best: dict | None = None
+        marker = os.path.join(self.path, "best.json")
+        if tf.io.gfile.exists(marker):
+            with tf.io.gfile.GFile(marker) as f:
+                try:
+                    saved = json.load(f)
+                except json.JSONDecodeError:
+                    saved = {}
+            if saved.get("run_id") == run_id:
+                self.best = saved
+        if self.best is None and tf.io.gfile.exists(self.path):
+            tf.io.gfile.rmtree(self.path)
+
+    def consider(self, model, trial: int, seed: int, score: float, results: dict) -> None:
+        """Exports the trial when it beats the best so far (a tie keeps the earlier one) or
+        is the trial the export already holds (rerun after an interruption)."""
+        import tensorflow as tf
+
+        from electra_tf import checkpoints, resume
+
+        if self.best is not None and score <= self.best["score"] and \
+                trial != self.best["trial"]:
+            return
+        best = {"run_id": self.run_id, "trial": trial, "seed": seed, "score": score,
+                "results": results}
+        building = self.path + ".partial"
+        if tf.io.gfile.exists(building):
+            tf.io.gfile.rmtree(building)
+        checkpoints.export_saved_model(model, os.path.join(building, "saved_model"),
+                                       self.config.vocab_file, self.config.do_lower_case)
+        with resume.writing(building):
+            model.save_weights(os.path.join(building, "model.weights.h5"))
+        resume.write_atomically(os.path.join(building, "best.json"), json.dumps(best, indent=2))
+        if tf.io.gfile.exists(self.path):
+            tf.io.gfile.rmtree(self.path)
+        tf.io.gfile.rename(building, self.path)
+        self.best = best
+        print(f"trial {trial} (seed {seed}) has the best dev score so far ({score:.2f}): "
+              f"exported to {self.path}", flush=True)
+
+    def summary(self) -> dict | None:
+        return None if self.best is None else {k: self.best[k] for k in
+                                                ("trial", "seed", "score", "results")}
+
+
+def _write_predictions(config, trial: int, records: dict) -> None:
+    """The trial's prediction file (finetuning/ensemble.py describes it)."""
+    from electra_tf import resume
+    from electra_tf.finetuning import ensemble
+
+    if not records:
+        return
+    meta = {"model_name": config.model_name, "task_names": config.task_names, "trial": trial,
+            "seed": config.seed + trial - 1, "hparams": json.loads(config.to_json())}
+    path = os.path.join(config.results_dir,
+                        ensemble.prediction_file_name(config.task_string, trial))
+    resume.write_atomically(path, ensemble.prediction_file_bytes(meta, records))
+
+
+def _record(config, data, outputs) -> dict | None:
+    """A split's entry of the prediction file, None when the task's outputs cannot be
+    averaged (SQuAD with joint_prediction)."""
+    averaged = data.task.ensemble_outputs(config, data, outputs)
+    if averaged is None:
+        return None
+    return {"task": data.task.name, "split": data.split,
+            "labels": data.task.label_names(config), "row_ids": data.task.row_ids(data),
+            "outputs": averaged}
+
+
 def run(config, strategy=None) -> dict:
     """Every trial: train (do_train), evaluate on the dev sets (do_eval), write test outputs.
     Raises training.Preempted when SIGTERM/SIGINT stops a trial (a checkpoint written)."""
@@ -170,7 +269,7 @@ def run(config, strategy=None) -> dict:
 
     from electra_tf import hardware, resume, training
     from electra_tf.finetuning import config as finetuning_config
-    from electra_tf.finetuning import trainer
+    from electra_tf.finetuning import ensemble, trainer
 
     finetuning_config.check_locations(config)
     if strategy is None:
@@ -205,6 +304,7 @@ def run(config, strategy=None) -> dict:
 
     trials = []
     progress = _Trials(config) if config.do_train else None
+    best = _BestTrial(config, progress.run_id) if config.keep_best_trial else None
     for trial in range(1, config.num_trials + 1):
         seed = config.seed + trial - 1
         keras.utils.set_random_seed(seed)
@@ -243,18 +343,27 @@ def run(config, strategy=None) -> dict:
             training.checkpoint(model).restore(latest).expect_partial() \
                 .assert_existing_objects_matched()
             print(f"evaluating the fine-tuned checkpoint {latest}", flush=True)
+        records = {}
         if config.do_eval:
             results = {}
             for data in dev_data:
-                results[data.task.result_name(data.split)] = trainer.evaluate(
-                    config, model, data, tokenizer, trial)
+                name = data.task.result_name(data.split)
+                results[name], outputs = trainer.evaluate(config, model, data, tokenizer, trial)
+                records[ensemble.split_key(data.task, data.split)] = _record(config, data,
+                                                                             outputs)
             trials.append(results)
-            _write_results(config, trials, baselines)
+            if best is not None:
+                best.consider(model, trial, seed, _trial_score(tasks, config, results), results)
+            _write_results(config, trials, baselines, best and best.summary())
         if trial <= config.n_writes_test:
             for data in test_data:
-                written = trainer.write_test_outputs(config, model, data, tokenizer,
-                                                     config.test_predictions_dir(trial))
+                written, outputs = trainer.write_test_outputs(
+                    config, model, data, tokenizer, config.test_predictions_dir(trial))
+                records[ensemble.split_key(data.task, data.split)] = _record(config, data,
+                                                                             outputs)
                 print(f"wrote {', '.join(written)}", flush=True)
+        _write_predictions(config, trial,
+                           {k: v for k, v in records.items() if v is not None})
         if progress is not None:
             progress.finish(trial, trials[-1] if config.do_eval else {},
                             last=trial == config.num_trials)

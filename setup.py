@@ -20,7 +20,8 @@ setup(
     package_dir={"": "."},
     packages=["electra_tf", "electra_tf.finetuning", "pretrain_data"],
     package_data={"electra_tf": ["configs/*.json"]},
-    py_modules=["run_pretraining", "run_finetuning", "convert_checkpoint", "command_line"],
+    py_modules=["run_pretraining", "run_finetuning", "run_ensemble", "convert_checkpoint",
+                "command_line"],
     install_requires=[
         "tensorflow>=2.20,<2.21",
         "tensorflow-text>=2.20,<2.21",

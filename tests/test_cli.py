@@ -14,6 +14,7 @@ from conftest import REPO
 COMMANDS = {
     "run_pretraining.py": "docs/pretraining.md",
     "run_finetuning.py": "docs/finetuning.md",
+    "run_ensemble.py": "docs/finetuning.md#ensembles",
     "convert_checkpoint.py": "docs/checkpoints.md",
     "pretrain_data/build_pretraining_dataset.py": "docs/data.md",
     "pretrain_data/build_openwebtext_pretraining_dataset.py": "docs/data.md",
@@ -53,8 +54,8 @@ def test_run_finetunings_help_says_what_a_rerun_does():
 
 # The commands whose flags are parsed before TensorFlow is imported (the builders import it with
 # their module, which their worker processes need).
-LIGHT_COMMANDS = ("run_pretraining.py", "run_finetuning.py", "convert_checkpoint.py",
-                  "pretrain_data/build_vocab.py")
+LIGHT_COMMANDS = ("run_pretraining.py", "run_finetuning.py", "run_ensemble.py",
+                  "convert_checkpoint.py", "pretrain_data/build_vocab.py")
 _REPORT_IMPORTS = """
 import runpy, sys
 sys.argv = sys.argv[1:]

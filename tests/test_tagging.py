@@ -180,3 +180,12 @@ def test_chunking_end_to_end_learns_its_sentences(chunk_dir):
     assert np.mean([p == g for p, g in zip(predicted, gold)]) >= 0.8
     dev = model_dir / "results" / "chunk_predictions" / "chunk_1" / "chunk.txt"
     assert dev.read_text() == written  # the same sentences in dev and test here
+    # The trial's prediction file holds each word's tag probabilities: an ensemble of the
+    # trial with itself scores what the trial scored.
+    from electra_tf.finetuning import ensemble
+
+    outputs = str(model_dir / "results" / "chunk_outputs_1.npz")
+    report = ensemble.run([outputs, outputs], [0.5, 0.5], str(chunk_dir / "ensemble"), {})
+    assert report["tasks"]["chunk"]["splits"]["chunk"]["ensemble"] == \
+        pytest.approx(results["chunk"])
+    assert (chunk_dir / "ensemble" / "test_predictions" / "chunk.txt").read_text() == written

@@ -24,6 +24,7 @@ import tensorflow as tf
 from electra_tf import config as config_lib
 from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import task_builder
+from electra_tf.finetuning.task import Task
 
 DATA_SOURCES = ("files", "tfds")
 
@@ -88,6 +89,7 @@ class FinetuningConfig(config_lib.TpuHparams):
     # A TF SavedModel of each trained trial (for TF Serving, and for classifying new text
     # without this package's model code): on by default, so that a finished run can be used.
     export_saved_model: bool = True
+    keep_best_trial: bool = False  # export the trial with the best dev score to <tasks>_best/
     data_source: str = "files"  # or "tfds": GLUE from a prepared tensorflow-datasets data_dir
     tfds_data_dir: str | None = None
     strategy: str = "default"
@@ -196,6 +198,11 @@ def validate(c: FinetuningConfig) -> None:
     require(0 <= c.layerwise_lr_decay <= 1, "layerwise_lr_decay",
             "must be in [0, 1] (0 turns it off)")
     require(c.do_train or c.do_eval, "do_train", "do_train or do_eval must be true")
+    require(not c.keep_best_trial or (c.do_train and c.do_eval), "keep_best_trial",
+            "chooses among trained trials by their dev scores: needs do_train and do_eval")
+    unranked = [t.name for t in tasks if type(t).main_metric is Task.main_metric]
+    require(not c.keep_best_trial or not unranked, "keep_best_trial",
+            f"{unranked} name no main metric to choose the best trial by (Task.main_metric)")
     require(c.data_source in DATA_SOURCES, "data_source", f"one of {DATA_SOURCES}")
     require(c.strategy in config_lib.STRATEGIES, "strategy", f"one of {config_lib.STRATEGIES}")
     require(c.precision in config_lib.PRECISIONS, "precision",

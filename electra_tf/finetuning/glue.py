@@ -41,7 +41,8 @@ from sklearn import metrics
 from electra_tf import files
 from electra_tf.finetuning.model import ClassificationHead
 from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
-                                        cross_entropy, most_frequent)
+                                        cross_entropy, log_probabilities, most_frequent,
+                                        softmax)
 
 if typing.TYPE_CHECKING:
     from electra_tf.finetuning.config import FinetuningConfig
@@ -163,6 +164,26 @@ class GlueTask(Task):
     def predictions(self, outputs: np.ndarray) -> np.ndarray:
         """Label ids (classification) or scaled scores (regression) from the head's logits."""
         return outputs[:, 0] if self.is_regression else outputs.argmax(-1)
+
+    def label_names(self, config: FinetuningConfig) -> list[str]:
+        return [] if self.is_regression else list(self.labels)
+
+    def row_ids(self, data: SplitData) -> list[str]:
+        return [str(eid) for eid in data.arrays["eid"]]
+
+    def ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
+                         outputs: np.ndarray) -> dict[str, np.ndarray]:
+        """Class probabilities (an ensemble averages those, as the ELECTRA + BERT studies
+        do), or for regression the predicted scores."""
+        if self.is_regression:
+            return {"scores": np.asarray(outputs, np.float32)}
+        return {"probabilities": softmax(outputs).astype(np.float32)}
+
+    def from_ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
+                              averaged: dict[str, np.ndarray]) -> np.ndarray:
+        if self.is_regression:
+            return averaged["scores"]
+        return log_probabilities(averaged["probabilities"])
 
     def evaluate(self, config: FinetuningConfig, data: SplitData, outputs: np.ndarray,
                  tokenizer: WordPieceTokenizer, output_dir: str) -> dict[str, float]:

@@ -344,6 +344,9 @@ class PosTask(tagging.TaggingTask):
     def columns(self, sentence: tagging.Sentence) -> tuple[Sequence[str], ...]:
         return sentence.words, sentence.tags
 
+    def main_metric(self, results: dict[str, float]) -> float:
+        return results["accuracy"]
+
     def score(self, config: FinetuningConfig, data: SplitData, predicted: list[list[str]],
               tokenizer: WordPieceTokenizer) -> dict[str, float]:
         train = self.read(self.path(config, "train"))

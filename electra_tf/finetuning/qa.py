@@ -116,6 +116,24 @@ class QATask(Task):
                                 null_odds if self.version_2 else None, nbest)
         return self.score(config, data.path, predictions, null_odds)
 
+    def main_metric(self, results: dict[str, float]) -> float:
+        return results["f1"]
+
+    def row_ids(self, data: SplitData) -> list[str]:
+        """The question's id and the window's index."""
+        return [f"{data.examples[f.example_index].qas_id}#{f.window_index}"
+                for f in data.features]
+
+    def ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
+                         outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+        """The start and end logits per window (and the answerability logit), averaged before
+        the answer search. Joint prediction's beams (an end beam per start, with token
+        indices) cannot be averaged: None."""
+        if "start_logits" not in outputs:
+            return None
+        return {key: np.asarray(outputs[key]) for key in
+                ("start_logits", "end_logits", "answerable_logit") if key in outputs}
+
     def baseline(self, config: FinetuningConfig, data: SplitData,
                  fit: SplitData) -> Baseline | None:
         """SQuAD 2.0: "no answer" to every question (its share of unanswerable questions).

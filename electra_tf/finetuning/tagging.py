@@ -35,6 +35,7 @@ import dataclasses
 import functools
 import os
 import typing
+import zlib
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
@@ -45,8 +46,8 @@ from seqeval.metrics.sequence_labeling import get_entities
 
 from electra_tf import files
 from electra_tf.finetuning.model import TaggingHead
-from electra_tf.finetuning.task import (Baseline, DataError, SplitData, Task, most_frequent,
-                                        pad_rows)
+from electra_tf.finetuning.task import (Baseline, DataError, SplitData, Task,
+                                        log_probabilities, most_frequent, pad_rows, softmax)
 
 if typing.TYPE_CHECKING:
     from electra_tf.finetuning.config import FinetuningConfig
@@ -264,6 +265,47 @@ class TaggingTask(Task):
             tags.append(self.decode([labels[i] for i in best]
                                     + [self.cut_label] * (len(sentence.words) - n)))
         return tags
+
+    def main_metric(self, results: dict[str, float]) -> float:
+        return results["f1"]
+
+    def label_names(self, config: FinetuningConfig) -> list[str]:
+        return list(self.labels(config))
+
+    def row_ids(self, data: SplitData) -> list[str]:
+        """The sentence's index and a checksum of its words."""
+        return [f"{i}:{zlib.crc32(' '.join(s.words).encode()):08x}"
+                for i, s in enumerate(data.examples)]
+
+    @staticmethod
+    def _max_words(data: SplitData) -> int:
+        """The word axis of the ensemble outputs: the split's longest sentence (at most the
+        row length), so that it does not depend on the tokenizer."""
+        longest = max((len(sentence.words) for sentence in data.examples), default=0)
+        return min(longest, data.arrays["tag_positions"].shape[1])
+
+    def ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
+                         outputs: np.ndarray) -> dict[str, np.ndarray]:
+        """Each word's tag probabilities [N, longest sentence, tags] (at its first wordpiece,
+        so members with other tokenizers line up; 0 past the words that fit)."""
+        words = self._max_words(data)
+        positions = data.arrays["tag_positions"][:, :words]
+        logits = np.take_along_axis(np.asarray(outputs), positions[..., None], axis=1)
+        mask = data.arrays["tag_mask"][:, :words, None]
+        return {"word_probabilities": (softmax(logits) * mask).astype(np.float32)}
+
+    def from_ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
+                              averaged: dict[str, np.ndarray]) -> np.ndarray:
+        """Per-wordpiece logits with each word's averaged log-probabilities at its first
+        wordpiece, where predicted_tags reads them."""
+        scores = log_probabilities(averaged["word_probabilities"])
+        words = scores.shape[1]
+        positions = data.arrays["tag_positions"]
+        outputs = np.zeros((len(positions), positions.shape[1], scores.shape[-1]))
+        mask = data.arrays["tag_mask"][:, :words].astype(bool)
+        rows = np.nonzero(mask)[0]
+        outputs[rows, positions[:, :words][mask]] = scores[mask]
+        return outputs
 
     def evaluate(self, config: FinetuningConfig, data: SplitData, outputs: np.ndarray,
                  tokenizer: WordPieceTokenizer, output_dir: str) -> dict[str, float]:

@@ -137,6 +137,36 @@ class Task(abc.ABC):
         """Writes a test split's predictions into directory; returns the paths written."""
         raise NotImplementedError(f"task {self.name} writes no test outputs")
 
+    # What ensembles (finetuning/ensemble.py) and best-of-N selection need of a task.
+
+    def main_metric(self, results: dict[str, float]) -> float:
+        """The one number of a split's metrics that trials are compared by and ensemble weights
+        fitted on: higher is better."""
+        raise NotImplementedError(f"task {self.name} names no main metric")
+
+    def label_names(self, config: FinetuningConfig) -> list[str]:
+        """The classes the head predicts (none: regression, QA); ensemble members must agree."""
+        return []
+
+    def row_ids(self, data: SplitData) -> list[str]:
+        """An id per row of the split that does not depend on the tokenizer (an example id,
+        with the window for QA), so that members' outputs are matched row by row."""
+        return [str(i) for i in range(len(data))]
+
+    def ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
+                         outputs: Any) -> dict[str, np.ndarray] | None:
+        """The head's outputs as an ensemble averages them: arrays [N, ...] of the split's
+        rows (e.g. class probabilities). None: these outputs cannot be averaged."""
+        if isinstance(outputs, dict):
+            return {key: np.asarray(value) for key, value in outputs.items()}
+        return {"outputs": np.asarray(outputs)}
+
+    def from_ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
+                              averaged: dict[str, np.ndarray]) -> Any:
+        """Head outputs that evaluate and write_test_outputs read, from (weighted averages of)
+        ensemble_outputs."""
+        return averaged["outputs"] if set(averaged) == {"outputs"} else dict(averaged)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
 
@@ -146,6 +176,18 @@ def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     log-probabilities)."""
     log_probs = tf.nn.log_softmax(logits, axis=-1)
     return -tf.reduce_sum(tf.one_hot(labels, tf.shape(logits)[-1]) * log_probs, axis=-1)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Probabilities over the last axis, in float64."""
+    shifted = np.asarray(logits, np.float64) - np.max(logits, axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(-1, keepdims=True)
+
+
+def log_probabilities(probabilities: np.ndarray) -> np.ndarray:
+    """Logits whose softmax is `probabilities` (an ensemble's average); a zero stays finite."""
+    return np.log(np.maximum(np.asarray(probabilities, np.float64), 1e-30))
 
 
 def pad_rows(rows: list[list[int]], length: int, dtype=np.int32) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import keras
 import numpy as np
@@ -233,21 +233,21 @@ def load_split(config: FinetuningConfig, tasks: Sequence[Task], task: Task, spli
 
 
 def evaluate(config: FinetuningConfig, model: FinetuningModel, data: SplitData,
-             tokenizer: WordPieceTokenizer, trial: int) -> dict[str, float]:
-    """The split's metrics. Predictions a task keeps (e.g. SQuAD's) go to
-    results/<tasks>_predictions/<result name>_<trial>/."""
+             tokenizer: WordPieceTokenizer, trial: int) -> tuple[dict[str, float], Any]:
+    """The split's metrics and the head's outputs. Predictions a task keeps (e.g. SQuAD's)
+    go to results/<tasks>_predictions/<result name>_<trial>/."""
     outputs = run_head(model, data.task, data.arrays, config.eval_batch_size)
     output_dir = os.path.join(config.results_dir, f"{config.task_string}_predictions",
                               f"{data.task.result_name(data.split)}_{trial}")
-    return data.task.evaluate(config, data, outputs, tokenizer, output_dir)
+    return data.task.evaluate(config, data, outputs, tokenizer, output_dir), outputs
 
 
 def write_test_outputs(config: FinetuningConfig, model: FinetuningModel, data: SplitData,
-                       tokenizer: WordPieceTokenizer, directory: str) -> list[str]:
+                       tokenizer: WordPieceTokenizer, directory: str) -> tuple[list[str], Any]:
     """The task's leaderboard files for a test split (e.g. GLUE's MNLI-m.tsv); returns what
-    was written."""
+    was written and the head's outputs."""
     outputs = run_head(model, data.task, data.arrays, config.predict_batch_size)
-    return data.task.write_test_outputs(config, data, outputs, tokenizer, directory)
+    return data.task.write_test_outputs(config, data, outputs, tokenizer, directory), outputs
 
 
 def results_path(config: FinetuningConfig, extension: str) -> str:

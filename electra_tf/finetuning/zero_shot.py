@@ -190,6 +190,12 @@ class ZeroShotTask(Task):
         labels = [self.source.label_id(example.label) for example in data.examples]
         return self.source.score(labels, self.predictions(data, outputs))
 
+    def main_metric(self, results: dict[str, float]) -> float:
+        return self.source.main_metric(results)
+
+    def label_names(self, config: FinetuningConfig) -> list[str]:
+        return self.source.label_names(config)
+
     def baseline(self, config: FinetuningConfig, data: SplitData,
                  fit: SplitData) -> Baseline:
         return self.source.baseline(config, data, fit)

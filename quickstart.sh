@@ -15,9 +15,9 @@ python pretrain_data/build_pretraining_dataset.py --corpus_dir pretrain_data/sam
   --vocab_file "$DATA_DIR/vocab.txt" --output_dir "$DATA_DIR/pretrain_tfrecords" \
   --max_seq_length 128 --num_out_files 8 --overwrite
 python run_pretraining.py --data_dir "$DATA_DIR" --model_name quickstart --hparams "$HPARAMS"
-python run_pretraining.py --data_dir "$DATA_DIR" --model_name quickstart --hparams "$(python -c \
-  'import json, sys; h = json.load(open(sys.argv[1])); h.update(do_train=False, do_eval=True); print(json.dumps(h))' \
-  "$HPARAMS")"
+# Evaluation: every hparam not given is the finished run's (its pretrain_config.json).
+python run_pretraining.py --data_dir "$DATA_DIR" --model_name quickstart \
+  --hparams '{"do_train": false, "do_eval": true}'
 cp -r pretrain_data/sample/finetuning_data/sst "$DATA_DIR/finetuning_data/"
 python run_finetuning.py --data_dir "$DATA_DIR" --model_name quickstart \
   --hparams '{"task_names": ["sst"]}'

@@ -193,6 +193,12 @@ class _BestTrial:
                                  f"{config.task_string}_best")
         self.best: dict | None = None
         marker = os.path.join(self.path, "best.json")
+        aside = self.path + ".old"
+        if not tf.io.gfile.exists(marker) and tf.io.gfile.exists(aside):
+            # A replacement stopped between its two renames: the previous best is whole there.
+            if tf.io.gfile.exists(self.path):
+                tf.io.gfile.rmtree(self.path)
+            tf.io.gfile.rename(aside, self.path)
         if tf.io.gfile.exists(marker):
             with tf.io.gfile.GFile(marker) as f:
                 try:
@@ -219,14 +225,21 @@ class _BestTrial:
         building = self.path + ".partial"
         if tf.io.gfile.exists(building):
             tf.io.gfile.rmtree(building)
-        checkpoints.export_saved_model(model, os.path.join(building, "saved_model"),
-                                       self.config.vocab_file, self.config.do_lower_case)
         with resume.writing(building):
+            checkpoints.export_saved_model(model, os.path.join(building, "saved_model"),
+                                           self.config.vocab_file, self.config.do_lower_case)
             model.save_weights(os.path.join(building, "model.weights.h5"))
         resume.write_atomically(os.path.join(building, "best.json"), json.dumps(best, indent=2))
+        # The old export is moved aside before the new one takes its name, so that a stop
+        # between the renames leaves one whole export (__init__ takes the one aside back).
+        aside = self.path + ".old"
+        if tf.io.gfile.exists(aside):
+            tf.io.gfile.rmtree(aside)
         if tf.io.gfile.exists(self.path):
-            tf.io.gfile.rmtree(self.path)
+            tf.io.gfile.rename(self.path, aside)
         tf.io.gfile.rename(building, self.path)
+        if tf.io.gfile.exists(aside):
+            tf.io.gfile.rmtree(aside)
         self.best = best
         print(f"trial {trial} (seed {seed}) has the best dev score so far ({score:.2f}): "
               f"exported to {self.path}", flush=True)
@@ -328,9 +341,10 @@ def run(config, strategy=None) -> dict:
             trainer.train(config, model, tasks, train_data, strategy, model_dir, seed)
             if config.export_saved_model:
                 from electra_tf import checkpoints
-                saved = checkpoints.export_saved_model(
-                    model, os.path.join(model_dir, "saved_model"), config.vocab_file,
-                    config.do_lower_case)
+                with resume.writing(os.path.join(model_dir, "saved_model")):
+                    saved = checkpoints.export_saved_model(
+                        model, os.path.join(model_dir, "saved_model"), config.vocab_file,
+                        config.do_lower_case)
                 print(f"exported the fine-tuned model to {saved}", flush=True)
         elif not any(task.trainable for task in tasks):
             source = trainer.initialise(config, model, tasks)

@@ -348,6 +348,12 @@ def test_the_best_trials_export_survives_a_resumed_run_and_not_a_new_one(finetun
     assert json.loads(marker.read_text())["trial"] == 3
     assert resumed.summary() == {"trial": 3, "seed": 2, "score": 70.0,
                                  "results": {"sst": {"accuracy": 70.0}}}
+    # A replacement stopped between its renames (the old export moved aside, the new one not
+    # yet in place) loses neither: the rerun takes the one aside back.
+    aside = marker.parent.with_name("sst_best.old")
+    marker.parent.rename(aside)
+    assert run_finetuning._BestTrial(config, "run-a").summary()["trial"] == 3
+    assert marker.exists() and not aside.exists()
     run_finetuning._BestTrial(config, "run-b")
     assert not marker.parent.exists()
 

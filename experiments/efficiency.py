@@ -42,6 +42,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -207,7 +208,10 @@ def run_logged(command: Sequence[str], log_path: str,
     spent = {"wall_seconds": round(time.time() - start, 1),
              "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
              "load_average": round(os.getloadavg()[0], 2)}
-    if deadline is not None and time.time() >= deadline and child.returncode == 143:
+    # 143: the run's own SIGTERM handler stopped it with a checkpoint; -SIGTERM: the signal came
+    # before the run installed that handler (still importing, checking its data).
+    if deadline is not None and time.time() >= deadline and \
+            child.returncode in (143, -signal.SIGTERM):
         raise Stopped(f"{command[1]} stopped at the sitting's deadline; see {log_path}", spent)
     if child.returncode:
         raise RuntimeError(f"{command[1]} failed (exit {child.returncode}); see {log_path}")

@@ -53,12 +53,7 @@ def main(argv) -> None:
     from electra_tf.finetuning.task import DataError
 
     try:
-        if os.path.exists(FLAGS.output_dir):
-            raise ensemble.EnsembleError(f"--output_dir {FLAGS.output_dir} exists: give a new "
-                                         "directory")
         weights = ensemble.parse_weights(FLAGS.weights, len(FLAGS.predictions))
-        members = [ensemble.read_member(path) for path in FLAGS.predictions]
-        ensemble.check_members(members)
         overrides = config_lib.load_hparams(FLAGS.hparams)
         ensemble.run(FLAGS.predictions, weights, FLAGS.output_dir, overrides)
     except (ensemble.EnsembleError, config_lib.ConfigError, DataError,

@@ -308,6 +308,15 @@ def test_one_line_errors_name_the_file(tmp_path):
                                                  "differ from")
     (tmp_path / "exists").mkdir()
     assert "--output_dir " in error(good, output="exists")
+    not_meta = tmp_path / "meta.npz"
+    with open(not_meta, "wb") as f:
+        np.savez(f, meta=np.array(json.dumps(["not", "an", "object"])))
+    assert "meta.npz is not a prediction file" in error([good[0], str(not_meta)])
+    from electra_tf.config import ConfigError
+    for hparams, message in (({"max_seq_lenght": 64}, "did you mean 'max_seq_length'"),
+                             ({"max_seq_length": "64"}, "max_seq_length")):
+        with pytest.raises(ConfigError, match=message):
+            ensemble.run(good, None, str(tmp_path / "out"), hparams)
     for text, message in (("0.5,0.6", "sum to 1.1, not 1"), ("1.5,-0.5", "negative"),
                           ("1", "has 1 weights for 2 prediction files"),
                           ("a,b", "give 'uniform', 'fit'")):

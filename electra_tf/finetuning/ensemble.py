@@ -96,10 +96,19 @@ def read_member(path: str) -> Member:
     except (OSError, ValueError, KeyError) as e:
         raise EnsembleError(f"{path} is not a prediction file of run_finetuning.py "
                             f"({type(e).__name__}: {e})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("splits"), dict):
+        raise EnsembleError(f"{path} is not a prediction file of run_finetuning.py (its meta "
+                            "is not an object with the splits)")
     if meta.get("format") != FORMAT:
         raise EnsembleError(f"{path} is a prediction file of format {meta.get('format')}; "
                             f"this version reads format {FORMAT}")
     return Member(path, meta, arrays)
+
+
+def _data_dir(task, config) -> str:
+    """The folder the task reads (GLUE's own folder names included)."""
+    return task.data_dir(config) if hasattr(task, "data_dir") else \
+        config.raw_data_dir(task.data_name)
 
 
 def check_members(members: Sequence[Member]) -> None:
@@ -212,19 +221,17 @@ def run(paths: Sequence[str], weights: list[float] | None, output_dir: str,
     splits' leaderboard files into output_dir/test_predictions/; output_dir/results.txt and
     results.json hold the members' scores, their median and best, the ensemble's and the
     weights. output_dir is written under a temporary name and renamed when complete."""
+    from electra_tf import config as config_lib
     from electra_tf.finetuning import trainer
-    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.finetuning.config import FinetuningConfig, validate
 
     if os.path.exists(output_dir):
         raise EnsembleError(f"--output_dir {output_dir} exists: give a new directory")
     members = [read_member(path) for path in paths]
     check_members(members)
-    fields = {f.name for f in dataclasses.fields(FinetuningConfig)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise EnsembleError(f"--hparams: unknown hparam {unknown[0]!r}")
-    hparams = {**members[0].meta["hparams"], **overrides}
-    config = FinetuningConfig(**hparams)
+    config = FinetuningConfig(**members[0].meta["hparams"])
+    config_lib.update(config, overrides)  # names and types checked as run_finetuning's
+    validate(config)
     tokenizer = trainer.make_tokenizer(config)
     tasks = trainer.make_tasks(config)
     parent = os.path.dirname(os.path.abspath(output_dir))
@@ -273,7 +280,7 @@ def _run(members: Sequence[Member], weights: list[float] | None, config, tokeniz
             if ids.shape != members[0].row_ids(key).shape or (
                     ids != members[0].row_ids(key)).any():
                 raise EnsembleError(f"{members[0].path}: the example ids of {key} differ from "
-                                    f"those of {data.path or config.raw_data_dir(task.data_name)}"
+                                    f"those of {data.path or _data_dir(task, config)}"
                                     " as read now; the data changed since the run")
             loaded[key] = data
         ranked = type(task).main_metric is not Task.main_metric

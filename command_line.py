@@ -8,7 +8,9 @@ because importing the package imports TensorFlow (it registers the Keras classes
   prints one line, `error: ...`, and exits 2 instead of the whole help text. After the flags
   are parsed it imports electra_tf (oneDNN decided, CUDA's false no-driver error dropped), then
   calls main.
-- The scripts define their flags with absl and import electra_tf inside their functions.
+- The scripts define their flags with absl and import electra_tf inside their functions;
+  the TFRecord builders import it with their module (their worker processes need it), so
+  their flags are parsed after TensorFlow has loaded.
 """
 
 from __future__ import annotations

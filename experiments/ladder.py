@@ -453,10 +453,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             + f"; {c.cost_flops() / c.rungs[-1].flops:.2f}x the largest rung's FLOPs")
     sitting = Sitting(ladder, data_dir, args.out, Store(args.results), deadline)
     try:
-        # The model without pretraining first (both workers on its runs), then the climbs
-        # side by side.
-        # Random weights first: each of its runs in a model directory of its own, so that
-        # they can run side by side.
+        # Random weights first, each of its runs in a model directory of its own so that both
+        # workers take its runs; then the two climbs side by side.
         efficiency.side_by_side(args.workers, lambda job: finetune(
             sitting, NONE, 0, 0.0, f"{efficiency.NO_PRETRAINING}__{job[0].name}__lr{job[1]:g}",
             *job), [(t, lr) for t in ladder.tasks for lr in ladder.budget.finetune_lrs])

@@ -725,8 +725,6 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
     if max_line_chars < PIECE_CHARS:
         raise ValueError(f"--max_line_chars {max_line_chars} must be at least {PIECE_CHARS}, the "
                          "length of the pieces a longer line is split into")
-    total_bytes = (sum(tf.io.gfile.stat(f).length for f in source["files"])
-                   if "files" in source else None)
     stale = _prepare_output_dir(output_dir, num_out_files, overwrite)  # nothing fails after
     args = dict(vocab_file=vocab_file, output_dir=output_dir, max_seq_length=max_seq_length,
                 blanks_separate_docs=blanks_separate_docs, do_lower_case=do_lower_case,

@@ -85,7 +85,7 @@ def test_flags_are_parsed_before_tensorflow_loads(argv):
 
 
 def test_a_usage_error_is_one_line_without_the_help():
-    # The same cli.run serves every command (the --help test shows each uses it).
+    # The same command_line.run serves every command (the --help test shows each uses it).
     results = _run_all(["--no_such_flag=1"],
                        ("run_finetuning.py", "pretrain_data/build_vocab.py"))
     for script, (rc, out, err) in results.items():

@@ -126,6 +126,10 @@ class Verdict:
     transfers: bool
     electra_bert_p: float | None
     electra_beats_bert: bool
+    # The rule's words (docs/reproduction.md): "transfers", "hurts" or "no difference";
+    # "ELECTRA", "BERT" or "no difference".
+    transfer_verdict: str = "-"
+    objective_verdict: str = "-"
 
 
 def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
@@ -134,17 +138,25 @@ def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
     out = []
     for b in budgets(scores):
         present = [s for s in (b.electra, b.bert) if s is not None]
-        better = max(present, key=lambda s: s.median) if present else None
-        transfer_p, transfers = None, False
+        # The higher median; a tie goes to the higher mean.
+        better = max(present, key=lambda s: (s.median, float(np.mean(s.test)))) \
+            if present else None
+        transfer_p, transfers, transfer_verdict = None, False, "-"
         if better is not None and none is not None:
             transfer_p, significant = report.exceeds_noise(better.test, none.test)
             transfers = significant and better.median > none.median
-        electra_bert_p, electra_wins = None, False
+            transfer_verdict = "no difference" if not significant or \
+                better.median == none.median else \
+                "transfers" if transfers else "hurts"
+        electra_bert_p, electra_wins, objective_verdict = None, False, "-"
         if b.electra is not None and b.bert is not None:
             electra_bert_p, significant = report.exceeds_noise(b.electra.test, b.bert.test)
             electra_wins = significant and b.electra.median > b.bert.median
+            objective_verdict = "no difference" if not significant or \
+                b.electra.median == b.bert.median else \
+                "ELECTRA" if electra_wins else "BERT"
         out.append(Verdict(b.flops, b.electra, b.bert, none, better, transfer_p, transfers,
-                           electra_bert_p, electra_wins))
+                           electra_bert_p, electra_wins, transfer_verdict, objective_verdict))
     return out
 
 
@@ -156,15 +168,20 @@ def _cell(scores: Scores | None) -> str:
     return "-" if scores is None else f"{scores.spread()} (lr {scores.learning_rate:g})"
 
 
+def _bold(verdict: str) -> str:
+    return verdict if verdict in ("-", "no difference") else f"**{verdict}**"
+
+
 def verdict_table(rows: Sequence[Verdict]) -> str:
     lines = ["| budget (FLOPs) | ELECTRA (steps) | BERT (steps) | no pretraining | "
-             "pretraining transfers? (p) | ELECTRA beats BERT? (p) |", "|---|---|---|---|---|---|"]
+             "pretraining against none (p) | which objective is ahead (p) |",
+             "|---|---|---|---|---|---|"]
     for v in rows:
         steps = [f" ({s.pretrain_steps})" if s is not None else "" for s in (v.electra, v.bert)]
         lines.append(
             f"| {v.flops:.2g} | {_cell(v.electra)}{steps[0]} | {_cell(v.bert)}{steps[1]} | "
-            f"{_cell(v.none)} | {'**yes**' if v.transfers else 'no'} ({_p(v.transfer_p)}) | "
-            f"{'**yes**' if v.electra_beats_bert else 'no'} ({_p(v.electra_bert_p)}) |")
+            f"{_cell(v.none)} | {_bold(v.transfer_verdict)} ({_p(v.transfer_p)}) | "
+            f"{_bold(v.objective_verdict)} ({_p(v.electra_bert_p)}) |")
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 budgets, equal FLOPs, forks), the records (atomic appends, torn lines), resuming from the
 records, the decision rule on hand-made records, and the smoke ladder end to end (slow)."""
 
+import dataclasses
 import json
 import pathlib
 import re
@@ -261,9 +262,17 @@ def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     assert second.electra_beats_bert and second.electra_bert_p == pytest.approx(0.028, abs=1e-3)
     assert third.electra is None and third.better.objective == "mlm"
     assert not third.transfers and third.transfer_p > 0.05  # 34 against 32: noise
+    assert [(v.transfer_verdict, v.objective_verdict) for v in rows] == [
+        ("transfers", "BERT"), ("transfers", "ELECTRA"), ("no difference", "-")]
     table = ladder_report.verdict_table(rows)
     assert "| 1e+13 | 32.0 [31.0, 33.0] (30.0-35.0) (lr 0.001) (10) |" in table
-    assert table.count("**yes**") == 3
+    assert table.count("**transfers**") == 2 and "**BERT** (" in table and \
+        "**ELECTRA** (" in table
+    # Below no pretraining beyond the noise, the rule says pretraining hurts.
+    worse = {key: dataclasses.replace(value, test=[t - 30 for t in value.test])
+             if key[0] == "mlm" else value for key, value in scores.items()
+             if key[0] != "electra"}
+    assert ladder_report.verdicts(worse)[0].transfer_verdict == "hurts"
 
 
 def test_the_report_is_redrawn_from_the_records_alone(tmp_path):

@@ -290,9 +290,11 @@ def write(results_dir: str, report_dir: str) -> list[str]:
         "range] (min-max) over the fine-tuning seeds, at the learning rate dev chose for that "
         "model (shown).",
         f"## The decision rule per budget ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
-        "\"Pretraining transfers\": the better pretrained objective's median is above no "
-        "pretraining's and a two-sided Mann-Whitney U test gives p < 0.05; \"ELECTRA beats "
-        "BERT\": ELECTRA's median is above BERT's with p < 0.05.\n\n" + verdict_table(rows),
+        "Pretraining *transfers* when the better pretrained objective's median is above no "
+        "pretraining's and a two-sided Mann-Whitney U test gives p < 0.05, *hurts* when it is "
+        "below with p < 0.05, and makes *no difference* otherwise; the objective ahead is the "
+        "one whose median is higher with p < 0.05 (docs/reproduction.md, \"The budget "
+        "ladder's decision rule\").\n\n" + verdict_table(rows),
     ]
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)

@@ -79,19 +79,25 @@ def write_sst_files(directory, n_train=160, n_dev=40, n_test=24):
 def finetuning_dir(tmp_path):
     """DATA_DIR with vocab.txt, finetuning_data/sst/ and a tiny pretrained discriminator in
     models/tiny/discriminator.keras (as run_pretraining.py exports it)."""
-    from electra_tf import modeling
     from electra_tf.finetuning.config import from_hparams
 
     shutil.copy(BERT_VOCAB, tmp_path / "vocab.txt")
     write_sst_files(tmp_path / "finetuning_data" / "sst")
-    config = from_hparams("tiny", str(tmp_path), TINY_FINETUNING)
+    save_discriminator(tmp_path, "tiny", from_hparams("tiny", str(tmp_path), TINY_FINETUNING))
+    return tmp_path
+
+
+def save_discriminator(data_dir, model_name: str, config) -> None:
+    """A randomly initialised discriminator of config's shape where run_pretraining.py exports
+    one: DATA_DIR/models/NAME/discriminator.keras."""
+    from electra_tf import modeling
+
     encoder = modeling.Encoder(**config.bert_config(), embedding_size=config.embedding_size,
                                name="electra")
     discriminator = modeling.ElectraDiscriminator(encoder, name="electra_discriminator")
     discriminator.build()
-    (tmp_path / "models" / "tiny").mkdir(parents=True)
-    discriminator.save(tmp_path / "models" / "tiny" / "discriminator.keras")
-    return tmp_path
+    (data_dir / "models" / model_name).mkdir(parents=True)
+    discriminator.save(data_dir / "models" / model_name / "discriminator.keras")
 
 
 if str(REPO) not in sys.path:

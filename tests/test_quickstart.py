@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import BERT_VOCAB, REPO
+from conftest import BERT_VOCAB, REPO, save_discriminator
 
 QUICKSTART_HPARAMS = REPO / "configs" / "hparams" / "quickstart.json"
 DOCS = ("README.md", "docs/finetuning.md")
@@ -35,7 +35,6 @@ def _flag(argv: list[str], name: str) -> str:
 
 
 def test_the_documented_finetuning_commands_run_on_the_quickstarts_model(tmp_path):
-    from electra_tf import modeling
     from electra_tf.finetuning.config import from_hparams
 
     commands = _documented_finetuning_commands()
@@ -46,12 +45,7 @@ def test_the_documented_finetuning_commands_run_on_the_quickstarts_model(tmp_pat
     shape = from_hparams("quickstart", str(tmp_path), {
         "model_size": quickstart["model_size"],
         "model_hparam_overrides": quickstart["model_hparam_overrides"], "init_checkpoint": ""})
-    encoder = modeling.Encoder(**shape.bert_config(), embedding_size=shape.embedding_size,
-                               name="electra")
-    discriminator = modeling.ElectraDiscriminator(encoder, name="electra_discriminator")
-    discriminator.build()
-    (tmp_path / "models" / "quickstart").mkdir(parents=True)
-    discriminator.save(tmp_path / "models" / "quickstart" / "discriminator.keras")
+    save_discriminator(tmp_path, "quickstart", shape)
 
     for name, argv in commands:
         assert _flag(argv, "data_dir") == "demo_data", (name, argv)

@@ -848,6 +848,31 @@ def read_architecture(path: str, num_attention_heads: int | None = None) -> Arch
     return Architecture(sizes.get("electra"), sizes.get("generator"), where, kind)
 
 
+def init_architecture(config, user: dict[str, Any], path: str) -> Architecture | None:
+    """The architecture of init_checkpoint `path` for a config (pretraining's or fine-tuning's;
+    config.pretrained_architecture calls it): None when nothing is at a default path the user
+    did not give; what cannot be read is a ConfigError naming the hparam."""
+    if config.debug or user.get("debug"):
+        raise config_lib.ConfigError("hparam 'debug' builds the original's tiny model, which "
+                                     f"cannot start from init_checkpoint {path}; drop one of them")
+    heads = user.get("model_hparam_overrides", {}).get("num_attention_heads")
+    try:
+        architecture = read_architecture(path, heads)
+    except NoPretrainedModel:
+        if "init_checkpoint" in user:
+            raise
+        return None
+    except ValueError as e:
+        raise config_lib.ConfigError(f"hparam 'init_checkpoint': {e}") from None
+    if architecture.discriminator is None:
+        raise config_lib.ConfigError(f"hparam 'init_checkpoint': {architecture.source} holds a "
+                                     "generator only; point it at the discriminator")
+    return architecture
+
+
+config_lib.read_pretrained_with(init_architecture)
+
+
 def _keras_config(keras_file: str) -> dict:
     """A .keras archive's config.json; a ValueError naming the file when it is not a readable
     archive (truncated, overwritten), which Keras reports as "File not found"."""

@@ -17,7 +17,7 @@ import json
 import os
 import typing
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 import tensorflow as tf
 
@@ -373,30 +373,28 @@ ARCHITECTURE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
                      "type_vocab_size", "layer_norm_eps")
 
 
+# The pretrained model's files are read by the checkpoint formats (electra_tf.checkpoints), a
+# layer above this one: it hands its reader to read_pretrained_with() as it loads (importing
+# electra_tf loads it), so that config imports nothing above it.
+_pretrained_reader: Callable[[Any, dict[str, Any], str], Any] | None = None
+
+
+def read_pretrained_with(reader: Callable[[Any, dict[str, Any], str], Any]) -> None:
+    """Sets what pretrained_architecture() reads a path with (checkpoints.init_architecture)."""
+    global _pretrained_reader
+    _pretrained_reader = reader
+
+
 def pretrained_architecture(config, user: dict[str, Any], path: str | None):
     """The architecture (checkpoints.Architecture) of the pretrained model at `path`, which
     fine-tuning and continued pretraining (init_checkpoint) take; None when there is no path,
-    or nothing at a default path the user did not give."""
-    from electra_tf import checkpoints
-
+    or nothing at a default path the user did not give (checkpoints.init_architecture)."""
     if not path:
         return None
-    if config.debug or user.get("debug"):
-        raise ConfigError("hparam 'debug' builds the original's tiny model, which cannot start "
-                          f"from init_checkpoint {path}; drop one of them")
-    heads = user.get("model_hparam_overrides", {}).get("num_attention_heads")
-    try:
-        architecture = checkpoints.read_architecture(path, heads)
-    except checkpoints.NoPretrainedModel:
-        if "init_checkpoint" in user:
-            raise
-        return None
-    except ValueError as e:
-        raise ConfigError(f"hparam 'init_checkpoint': {e}") from None
-    if architecture.discriminator is None:
-        raise ConfigError(f"hparam 'init_checkpoint': {architecture.source} holds a generator "
-                          "only; point it at the discriminator")
-    return architecture
+    if _pretrained_reader is None:
+        raise RuntimeError("no reader of pretrained models: import electra_tf (which loads "
+                           "electra_tf.checkpoints) before building a config")
+    return _pretrained_reader(config, user, path)
 
 
 def preset_size(sizes, default: str) -> str:

@@ -593,3 +593,17 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
     with pytest.raises(config_lib.ConfigError, match="generator does not match"):
         config_lib.from_hparams("cont", str(data_dir), {**TINY_MODEL, "init_checkpoint": release,
                                                         "generator_hidden_size": 0.5})
+
+
+def test_config_imports_no_checkpoints_and_reads_init_checkpoint_through_them():
+    """config is the bottom layer: the checkpoint formats hand it their reader as they load,
+    so that it never imports them (an import circle before)."""
+    import ast
+    from electra_tf import config as config_lib
+    tree = ast.parse((REPO / "electra_tf" / "config.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("electra_tf") for alias in node.names}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names if alias.name.startswith("electra_tf")}
+    assert "checkpoints" not in imported and "electra_tf.checkpoints" not in imported, imported
+    assert config_lib._pretrained_reader is checkpoints.init_architecture

@@ -22,7 +22,6 @@ The vocabulary is --vocab_file, else vocab.txt beside the input, else (for a run
 output, DATA_DIR/models/NAME) its pretrain_config.json's vocab_file or DATA_DIR/vocab.txt.
 """
 
-import importlib.util
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -34,8 +33,11 @@ import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the f
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Pretrained weights in any supported format.")
 flags.DEFINE_string("output", None, "Output directory.")
-flags.DEFINE_enum("to", None, ["hf", "tf1", "saved_model", "keras", "keras_hub"],
-                  "Output format.")
+# The names of the formats in checkpoints.FORMATS that write. They are spelled here, not read
+# from the registry, because the flags are parsed before TensorFlow (which any electra_tf
+# import loads); tests/test_checkpoints.py checks that the two agree.
+EXPORT_FORMATS = ("hf", "tf1", "saved_model", "keras", "keras_hub")
+flags.DEFINE_enum("to", None, EXPORT_FORMATS, "Output format.")
 flags.DEFINE_string("vocab_file", None, "The model's vocab.txt, when it is not beside the input "
                     "(or, for a run_pretraining output, in DATA_DIR).")
 flags.DEFINE_bool("do_lower_case", True, "Written to the tokenizer config when the input does "
@@ -54,16 +56,17 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
 
     from electra_tf import checkpoints
 
+    format_ = checkpoints.FORMATS.get(to)
+    if format_ is None or not format_.writes:
+        raise ValueError(f"--to {to}: one of "
+                         f"{[name for name, f in checkpoints.FORMATS.items() if f.writes]}")
     if tf.io.gfile.exists(output) and not tf.io.gfile.isdir(output):
         raise ValueError(f"--output {output} is a file; give a new directory")
     if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
         raise ValueError(f"--output {output} is not empty; choose a new directory")
-    if to == "keras_hub" and importlib.util.find_spec("keras_hub") is None:
-        raise ValueError(f"--to keras_hub needs keras-hub: {checkpoints.KERAS_HUB_INSTALL}")
+    format_.check_installed()
 
     pretrained = checkpoints.load_pretrained(source, num_attention_heads)
-    models = {"discriminator": pretrained.discriminator, "generator": pretrained.generator}
-    models = {name: model for name, model in models.items() if model is not None}
     vocab_file = vocab_file or pretrained.vocab_file
     if vocab_file is None:
         raise FileNotFoundError(
@@ -74,40 +77,16 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
         raise FileNotFoundError(f"--vocab_file {vocab_file} does not exist")
     with tf.io.gfile.GFile(vocab_file) as f:
         tokens = sum(1 for _ in f)
-    vocab_size = next(iter(models.values())).encoder.vocab_size
+    model = pretrained.discriminator if pretrained.discriminator is not None \
+        else pretrained.generator
+    vocab_size = model.encoder.vocab_size
     if tokens > vocab_size:
         raise ValueError(f"{vocab_file} has {tokens} tokens but the model's vocab_size is "
                          f"{vocab_size}: it is not this model's vocabulary; pass --vocab_file")
-    if to == "keras_hub":  # what keras-hub cannot take fails before anything is written
-        if pretrained.discriminator is None:
-            raise ValueError(f"{source} holds no discriminator, the model keras-hub's "
-                             "ElectraBackbone takes; export a generator with --to hf or keras")
-        checkpoints.keras_hub_config(pretrained.discriminator.encoder, source)
+    format_.check_export(pretrained, source)  # what the format cannot take fails before writing
     tf.io.gfile.makedirs(output)
     lower = pretrained.do_lower_case if pretrained.do_lower_case is not None else do_lower_case
-    if to == "hf":
-        return [checkpoints.export_hf(model, os.path.join(output, name), vocab_file, lower)
-                for name, model in models.items()]
-    if to == "keras_hub":
-        return [checkpoints.export_keras_hub(pretrained.discriminator, output, vocab_file, lower,
-                                             source)]
-    if to == "saved_model":
-        if pretrained.discriminator is None:
-            raise ValueError(f"{source} holds no discriminator to serve")
-        return [checkpoints.export_saved_model(pretrained.discriminator,
-                                               os.path.join(output, "discriminator"),
-                                               vocab_file, lower)]
-    max_length = next(iter(models.values())).encoder.max_position_embeddings
-    tokenizer = checkpoints.tokenizer_files(vocab_file, lower, max_length)
-    if to == "tf1":
-        step = pretrained.global_step or 0
-        written = [checkpoints.write_tf1_checkpoint(
-            os.path.join(output, f"model.ckpt-{step}"), pretrained.discriminator,
-            pretrained.generator, step)]
-    else:
-        written = [checkpoints.save_keras(model, os.path.join(output, f"{name}.keras"))
-                   for name, model in models.items()]
-    return written + checkpoints.write_files(output, tokenizer)
+    return format_.export(pretrained, output, vocab_file, lower, source)
 
 
 def main(argv) -> None:

@@ -11,6 +11,12 @@ A variable the model expects but the checkpoint lacks, a shape that differs, or 
 variable that nothing takes fails with the names. Exports carry the tokenizer (vocab.txt,
 tokenizer_config.json).
 
+Each format is a `Format` (find it at a path, read its weights and its architecture, write it)
+in one registry, FORMATS (tf1, hf, keras, saved_model, keras_hub), through which
+load_pretrained, read_architecture and convert_checkpoint.py dispatch: a new format is one
+class and one register() line (and, to be written from the command line, its name in
+convert_checkpoint.EXPORT_FORMATS).
+
     pretrained = load_pretrained("electra_small/")  # TF1, HF, .keras: detected
     pretrained.discriminator, pretrained.generator, pretrained.vocab_file
     read_architecture("electra_small/").discriminator  # the hyperparameters, no weights
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -741,7 +748,7 @@ def export_keras_hub(model: modeling.ElectraDiscriminator, directory: str, vocab
     return directory
 
 
-# ------------------------------------------------------------------------ detection
+# ------------------------------------------------------------------------ the formats
 
 class NoPretrainedModel(FileNotFoundError):
     """Nothing at the path is a pretrained model in any format."""
@@ -755,7 +762,7 @@ class Pretrained:
     vocab_file: str | None
     do_lower_case: bool | None
     source: str
-    format: str  # "tf1", "huggingface" or "keras"
+    format: str  # the kind of the Format that read it: "tf1", "huggingface", "keras", ...
     global_step: int | None = None
     has_discriminator_head: bool = True  # False: a bare encoder, the head freshly initialised
 
@@ -769,16 +776,103 @@ class Architecture:
     format: str
 
 
-def _locate(path: str) -> tuple[str, str]:
-    """(format, where): ("huggingface", directory), ("keras", discriminator.keras) or
-    ("tf1", checkpoint prefix); fails naming what it expected."""
-    if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")):
-        return "huggingface", path
-    keras_file = os.path.join(path, "discriminator.keras") if tf.io.gfile.isdir(path) else path
-    if keras_file.endswith(".keras") and tf.io.gfile.exists(keras_file):
-        return "keras", keras_file
-    prefix = tf1_checkpoint_prefix(path)
-    if prefix is not None:
+@dataclasses.dataclass
+class Models:
+    """What a Format reads from a pretrained model's files (load_pretrained adds the tokenizer
+    settings beside them)."""
+    discriminator: modeling.ElectraDiscriminator | None
+    generator: modeling.ElectraGenerator | None
+    global_step: int | None = None
+    has_discriminator_head: bool = True
+
+
+class Format:
+    """A checkpoint format. One that is read overrides `locate`, `load` and `architecture`;
+    one that is written overrides `export` (and the checks before it). Registered in FORMATS
+    (`register`), it is found by load_pretrained and read_architecture and written by
+    convert_checkpoint.py --to NAME.
+
+    name: the registry key and --to's value. kind: what Pretrained.format and
+    Architecture.format report (the name unless given). expected: how the "no pretrained
+    ELECTRA found" error names it. tried_last: located after the others, for a format whose
+    locate fails on a directory that another format's files may share."""
+
+    name: str
+    kind: str | None = None
+    expected: str = ""
+    tried_last: bool = False
+
+    def locate(self, path: str) -> str | None:
+        """Where this format's model is at `path` (a file, a directory, a checkpoint prefix),
+        or None."""
+        return None
+
+    def load(self, where: str, num_attention_heads: int | None) -> Models:
+        """The models at `where` (as locate found it), their weights assigned."""
+        raise NotImplementedError(f"{self.name} models are not read")
+
+    def architecture(self, where: str, num_attention_heads: int | None) -> Architecture:
+        """The encoders' hyperparameters at `where`, without loading the weights."""
+        raise NotImplementedError(f"{self.name} models are not read")
+
+    def check_installed(self) -> None:
+        """Fails when a package this format writes with is missing (before the input is
+        read)."""
+
+    def check_export(self, pretrained: Pretrained, source: str) -> None:
+        """Fails on a model this format cannot write (before anything is written)."""
+
+    def export(self, pretrained: Pretrained, output: str, vocab_file: str, do_lower_case: bool,
+               source: str) -> list[str]:
+        """Writes the model and its tokenizer into the directory `output`; returns the paths
+        written."""
+        raise NotImplementedError(f"{self.name} models are not written")
+
+    @property
+    def reads(self) -> bool:
+        return type(self).locate is not Format.locate
+
+    @property
+    def writes(self) -> bool:
+        return type(self).export is not Format.export
+
+    @property
+    def reported_kind(self) -> str:
+        return self.kind or self.name
+
+
+# name -> Format, in the order the formats are named to the user; register() adds one.
+FORMATS: dict[str, Format] = {}
+
+
+def register(format_: Format) -> Format:
+    """Adds a format to FORMATS (writable ones still need their name in
+    convert_checkpoint.EXPORT_FORMATS, the --to flag parsed before TensorFlow loads)."""
+    FORMATS[format_.name] = format_
+    return format_
+
+
+def _models(pretrained: Pretrained) -> dict[str, keras.Model]:
+    """{"discriminator": ..., "generator": ...}, the ones present."""
+    models = {"discriminator": pretrained.discriminator, "generator": pretrained.generator}
+    return {name: model for name, model in models.items() if model is not None}
+
+
+def _tokenizer(pretrained: Pretrained, vocab_file: str, do_lower_case: bool) -> dict[str, bytes]:
+    max_length = next(iter(_models(pretrained).values())).encoder.max_position_embeddings
+    return tokenizer_files(vocab_file, do_lower_case, max_length)
+
+
+class Tf1Checkpoint(Format):
+    """The original's name-based checkpoints (Google's releases, its run_pretraining.py) and
+    ours (write_tf1_checkpoint). Tried last: a run_pretraining directory holds TF2 object
+    checkpoints beside its discriminator.keras, and this format fails on those."""
+    name, expected, tried_last = "tf1", "a TF1 checkpoint", True
+
+    def locate(self, path: str) -> str | None:
+        prefix = tf1_checkpoint_prefix(path)
+        if prefix is None:
+            return None
         if "_CHECKPOINTABLE_OBJECT_GRAPH" in dict(tf.train.list_variables(prefix)):
             if tf.io.gfile.exists(os.path.join(_directory(path), "pretrain_config.json")):
                 raise FileNotFoundError(
@@ -787,22 +881,41 @@ def _locate(path: str) -> tuple[str, str]:
                     "run_pretraining.py command to finish and export it")
             raise FileNotFoundError(f"{prefix} is a TF2 object checkpoint, not ELECTRA weights "
                                     "in the original's names")
-        return "tf1", prefix
-    raise NoPretrainedModel(
-        f"{path}: no pretrained ELECTRA found (expected a TF1 checkpoint, a Hugging Face "
-        "directory with config.json, or discriminator.keras)")
+        return prefix
+
+    def load(self, where: str, num_attention_heads: int | None) -> Models:
+        weights = read_tf1_checkpoint(where)
+        discriminator, generator = build_models(
+            weights, where, _tf1_sizes(where, _shapes(weights), num_attention_heads))
+        step = int(weights["global_step"]) if "global_step" in weights else None
+        return Models(discriminator, generator, step, _DISCRIMINATOR_HEAD in weights)
+
+    def architecture(self, where: str, num_attention_heads: int | None) -> Architecture:
+        sizes = _tf1_sizes(where, {name: tuple(shape) for name, shape
+                                   in tf.train.list_variables(where)}, num_attention_heads)
+        return Architecture(sizes.get("electra"), sizes.get("generator"), where,
+                            self.reported_kind)
+
+    def export(self, pretrained: Pretrained, output: str, vocab_file: str, do_lower_case: bool,
+               source: str) -> list[str]:
+        tokenizer = _tokenizer(pretrained, vocab_file, do_lower_case)
+        step = pretrained.global_step or 0
+        written = [write_tf1_checkpoint(os.path.join(output, f"model.ckpt-{step}"),
+                                        pretrained.discriminator, pretrained.generator, step)]
+        return written + write_files(output, tokenizer)
 
 
-def load_pretrained(path: str, num_attention_heads: int | None = None) -> Pretrained:
-    """Loads any of: a TF1 checkpoint (directory or prefix; Google's releases and the original
-    run_pretraining.py's output), a Hugging Face directory (config.json + model.safetensors or
-    pytorch_model.bin; discriminator or generator), our discriminator.keras (or a directory
-    holding it, with generator.keras when present). `num_attention_heads`: the
-    discriminator's, for a TF1 checkpoint that does not say (see _tf1_sizes)."""
-    kind, where = _locate(path)
-    discriminator = generator = step = None
-    head = True  # False: a bare encoder, its replaced-token head freshly initialised
-    if kind == "huggingface":
+class HuggingFace(Format):
+    """A Hugging Face directory: config.json and model.safetensors (or pytorch_model.bin), a
+    discriminator or a generator; written as DIR/discriminator/ and DIR/generator/."""
+    name, kind, expected = "hf", "huggingface", "a Hugging Face directory with config.json"
+
+    def locate(self, path: str) -> str | None:
+        if tf.io.gfile.isdir(path) and tf.io.gfile.exists(os.path.join(path, "config.json")):
+            return path
+        return None
+
+    def load(self, where: str, num_attention_heads: int | None) -> Models:
         state, config = read_hf_state(where)
         weights = hf_to_tf1(state, config, where)
         sizes = hf_sizes(config, where)
@@ -810,42 +923,133 @@ def load_pretrained(path: str, num_attention_heads: int | None = None) -> Pretra
             generator = modeling.ElectraGenerator(sizes.encoder("generator"),
                                                   name="electra_generator")
             assign(generator, weights, where, embeddings_scope="generator")
-        else:
-            discriminator, generator = build_models(weights, where, {"electra": sizes})
-            head = _DISCRIMINATOR_HEAD in weights
-    elif kind == "keras":
-        discriminator = _load_keras(where)
+            return Models(None, generator)
+        discriminator, generator = build_models(weights, where, {"electra": sizes})
+        return Models(discriminator, generator,
+                      has_discriminator_head=_DISCRIMINATOR_HEAD in weights)
+
+    def architecture(self, where: str, num_attention_heads: int | None) -> Architecture:
+        config = _read_json(os.path.join(where, "config.json"))
+        sizes = hf_sizes(config, where)
+        if any(a.endswith("ForMaskedLM") for a in config.get("architectures") or []):
+            return Architecture(None, sizes, where, self.reported_kind)
+        return Architecture(sizes, None, where, self.reported_kind)
+
+    def export(self, pretrained: Pretrained, output: str, vocab_file: str, do_lower_case: bool,
+               source: str) -> list[str]:
+        return [export_hf(model, os.path.join(output, name), vocab_file, do_lower_case)
+                for name, model in _models(pretrained).items()]
+
+
+class KerasFiles(Format):
+    """Ours: discriminator.keras (a file, or a directory holding it, with generator.keras when
+    present), as run_pretraining.py exports them."""
+    name, expected = "keras", "discriminator.keras"
+
+    def locate(self, path: str) -> str | None:
+        keras_file = os.path.join(path, "discriminator.keras") if tf.io.gfile.isdir(path) \
+            else path
+        if keras_file.endswith(".keras") and tf.io.gfile.exists(keras_file):
+            return keras_file
+        return None
+
+    def load(self, where: str, num_attention_heads: int | None) -> Models:
         generator_file = os.path.join(os.path.dirname(where), "generator.keras")
-        if tf.io.gfile.exists(generator_file):
-            generator = _load_keras(generator_file)
-    else:
-        weights = read_tf1_checkpoint(where)
-        discriminator, generator = build_models(
-            weights, where, _tf1_sizes(where, _shapes(weights), num_attention_heads))
-        step = int(weights["global_step"]) if "global_step" in weights else None
-        head = _DISCRIMINATOR_HEAD in weights
-    return Pretrained(discriminator, generator, find_vocab(where), find_do_lower_case(where),
-                      where, kind, step, head)
+        generator = _load_keras(generator_file) if tf.io.gfile.exists(generator_file) else None
+        return Models(_load_keras(where), generator)
+
+    def architecture(self, where: str, num_attention_heads: int | None) -> Architecture:
+        generator_file = os.path.join(os.path.dirname(where), "generator.keras")
+        return Architecture(_keras_sizes(where), _keras_sizes(generator_file)
+                            if tf.io.gfile.exists(generator_file) else None, where,
+                            self.reported_kind)
+
+    def export(self, pretrained: Pretrained, output: str, vocab_file: str, do_lower_case: bool,
+               source: str) -> list[str]:
+        tokenizer = _tokenizer(pretrained, vocab_file, do_lower_case)
+        written = [save_keras(model, os.path.join(output, f"{name}.keras"))
+                   for name, model in _models(pretrained).items()]
+        return written + write_files(output, tokenizer)
+
+
+class SavedModel(Format):
+    """Written only: the discriminator as DIR/discriminator/, a TF SavedModel with serving
+    signatures (export_saved_model)."""
+    name = "saved_model"
+
+    def export(self, pretrained: Pretrained, output: str, vocab_file: str, do_lower_case: bool,
+               source: str) -> list[str]:
+        if pretrained.discriminator is None:
+            raise ValueError(f"{source} holds no discriminator to serve")
+        return [export_saved_model(pretrained.discriminator,
+                                   os.path.join(output, "discriminator"), vocab_file,
+                                   do_lower_case)]
+
+
+class KerasHubPreset(Format):
+    """Written only: a keras-hub preset of the discriminator's encoder (export_keras_hub)."""
+    name = "keras_hub"
+
+    def check_installed(self) -> None:
+        if importlib.util.find_spec("keras_hub") is None:
+            raise ValueError(f"--to keras_hub needs keras-hub: {KERAS_HUB_INSTALL}")
+
+    def check_export(self, pretrained: Pretrained, source: str) -> None:
+        if pretrained.discriminator is None:
+            raise ValueError(f"{source} holds no discriminator, the model keras-hub's "
+                             "ElectraBackbone takes; export a generator with --to hf or keras")
+        keras_hub_config(pretrained.discriminator.encoder, source)
+
+    def export(self, pretrained: Pretrained, output: str, vocab_file: str, do_lower_case: bool,
+               source: str) -> list[str]:
+        return [export_keras_hub(pretrained.discriminator, output, vocab_file, do_lower_case,
+                                 source)]
+
+
+register(Tf1Checkpoint())
+register(HuggingFace())
+register(KerasFiles())
+register(SavedModel())
+register(KerasHubPreset())
+
+
+def _either(phrases: list[str]) -> str:
+    """The phrases as "a, b, or c"."""
+    return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])}, or {phrases[-1]}"
+
+
+def _locate(path: str) -> tuple[Format, str]:
+    """(the format, where its model is) of the first registered format found at `path` (those
+    tried_last after the others); fails naming what it expected."""
+    readable = [f for f in FORMATS.values() if f.reads]
+    for format_ in sorted(readable, key=lambda f: f.tried_last):
+        where = format_.locate(path)
+        if where is not None:
+            return format_, where
+    raise NoPretrainedModel(f"{path}: no pretrained ELECTRA found (expected "
+                            f"{_either([f.expected for f in readable])})")
+
+
+def load_pretrained(path: str, num_attention_heads: int | None = None) -> Pretrained:
+    """Loads a model in any format of FORMATS: a TF1 checkpoint (directory or prefix; Google's
+    releases and the original run_pretraining.py's output), a Hugging Face directory
+    (config.json + model.safetensors or pytorch_model.bin; discriminator or generator), our
+    discriminator.keras (or a directory holding it, with generator.keras when present).
+    `num_attention_heads`: the discriminator's, for a TF1 checkpoint that does not say (see
+    _tf1_sizes)."""
+    format_, where = _locate(path)
+    models = format_.load(where, num_attention_heads)
+    return Pretrained(models.discriminator, models.generator, find_vocab(where),
+                      find_do_lower_case(where), where, format_.reported_kind,
+                      models.global_step, models.has_discriminator_head)
 
 
 def read_architecture(path: str, num_attention_heads: int | None = None) -> Architecture:
     """The hyperparameters of the encoders at `path` (any format load_pretrained reads), from
     config.json, the .keras files' configs or the TF1 shapes (see _tf1_sizes), without
     loading the weights."""
-    kind, where = _locate(path)
-    if kind == "huggingface":
-        config = _read_json(os.path.join(where, "config.json"))
-        sizes = hf_sizes(config, where)
-        if any(a.endswith("ForMaskedLM") for a in config.get("architectures") or []):
-            return Architecture(None, sizes, where, kind)
-        return Architecture(sizes, None, where, kind)
-    if kind == "keras":
-        generator_file = os.path.join(os.path.dirname(where), "generator.keras")
-        return Architecture(_keras_sizes(where), _keras_sizes(generator_file)
-                            if tf.io.gfile.exists(generator_file) else None, where, kind)
-    sizes = _tf1_sizes(where, {name: tuple(shape) for name, shape
-                               in tf.train.list_variables(where)}, num_attention_heads)
-    return Architecture(sizes.get("electra"), sizes.get("generator"), where, kind)
+    format_, where = _locate(path)
+    return format_.architecture(where, num_attention_heads)
 
 
 def init_architecture(config, user: dict[str, Any], path: str) -> Architecture | None:

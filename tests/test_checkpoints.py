@@ -2,6 +2,7 @@
 export, TF1 checkpoints in the original's names (round trip and the original's full variable
 list), SavedModel, and every mismatch message."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -607,3 +608,84 @@ def test_config_imports_no_checkpoints_and_reads_init_checkpoint_through_them():
                  for alias in node.names if alias.name.startswith("electra_tf")}
     assert "checkpoints" not in imported and "electra_tf.checkpoints" not in imported, imported
     assert config_lib._pretrained_reader is checkpoints.init_architecture
+
+
+# ------------------------------------------------------------------ the format registry
+
+class NpzWeights(checkpoints.Format):
+    """A format defined here to show that one class and one registry line add a format: the
+    weights in the original's names in weights.npz, the encoders' sizes in sizes.json."""
+    name, expected = "npz", "weights.npz"
+
+    def locate(self, path):
+        where = os.path.join(path, "weights.npz")
+        return path if os.path.exists(where) else None
+
+    def _sizes(self, where):
+        with open(os.path.join(where, "sizes.json")) as f:
+            return {scope: checkpoints.EncoderSizes(**sizes)
+                    for scope, sizes in json.load(f).items()}
+
+    def load(self, where, num_attention_heads):
+        weights = dict(np.load(os.path.join(where, "weights.npz")))
+        return checkpoints.Models(*checkpoints.build_models(weights, where, self._sizes(where)))
+
+    def architecture(self, where, num_attention_heads):
+        sizes = self._sizes(where)
+        return checkpoints.Architecture(sizes["electra"], sizes.get("generator"), where, self.name)
+
+    def export(self, pretrained, output, vocab_file, do_lower_case, source):
+        weights, sizes = {}, {}
+        for scope, model in (("electra", pretrained.discriminator),
+                             ("generator", pretrained.generator)):
+            if model is not None:
+                weights.update({name: np.asarray(var) for name, var
+                                in checkpoints.model_variables(model, scope).items()})
+                sizes[scope] = dataclasses.asdict(checkpoints.EncoderSizes.of(model.encoder))
+        np.savez(os.path.join(output, "weights.npz"), **weights)
+        with open(os.path.join(output, "sizes.json"), "w") as f:
+            json.dump(sizes, f)
+        return [os.path.join(output, name) for name in ("weights.npz", "sizes.json")] + \
+            checkpoints.write_files(output, checkpoints.tokenizer_files(vocab_file, do_lower_case))
+
+
+def test_a_format_defined_here_round_trips_through_convert_and_load(tmp_path, monkeypatch):
+    from convert_checkpoint import convert
+    monkeypatch.setitem(checkpoints.FORMATS, "npz", NpzWeights())  # the one registry line
+    prefix, disc = _tiny_release(tmp_path, with_generator=True)
+    release = checkpoints.load_pretrained(os.path.dirname(prefix))
+    written = convert(os.path.dirname(prefix), str(tmp_path / "npz"), "npz")
+    assert sorted(os.path.basename(p) for p in written) == [
+        "sizes.json", "tokenizer_config.json", "vocab.txt", "weights.npz"]
+    loaded = checkpoints.load_pretrained(str(tmp_path / "npz"))
+    assert loaded.format == "npz" and loaded.vocab_file == str(tmp_path / "npz" / "vocab.txt")
+    architecture = checkpoints.read_architecture(str(tmp_path / "npz"))
+    assert architecture.discriminator == checkpoints.EncoderSizes.of(disc.encoder)
+    assert architecture.generator == checkpoints.EncoderSizes.of(release.generator.encoder)
+    convert(str(tmp_path / "npz"), str(tmp_path / "keras"), "keras")
+    final = checkpoints.load_pretrained(str(tmp_path / "keras"))
+    for ours, theirs in ((final.discriminator, release.discriminator),
+                         (final.generator, release.generator)):
+        theirs_vars = checkpoints.model_variables(theirs)
+        for name, var in checkpoints.model_variables(ours).items():
+            np.testing.assert_array_equal(var.numpy(), theirs_vars[name].numpy())
+    with pytest.raises(checkpoints.NoPretrainedModel, match=r"discriminator\.keras, or "
+                       r"weights\.npz\)$"):
+        checkpoints.load_pretrained(str(tmp_path))
+
+
+def test_the_registry_keeps_the_formats_names_and_the_to_flag_lists_it(tmp_path):
+    import convert_checkpoint
+    assert list(checkpoints.FORMATS) == ["tf1", "hf", "keras", "saved_model", "keras_hub"]
+    assert sorted(convert_checkpoint.EXPORT_FORMATS) == sorted(
+        name for name, format_ in checkpoints.FORMATS.items() if format_.writes)
+    assert [f.reported_kind for f in checkpoints.FORMATS.values() if f.reads] == [
+        "tf1", "huggingface", "keras"]
+    with pytest.raises(checkpoints.NoPretrainedModel) as e:
+        checkpoints.read_architecture(str(tmp_path))
+    assert str(e.value) == (f"{tmp_path}: no pretrained ELECTRA found (expected a TF1 "
+                            "checkpoint, a Hugging Face directory with config.json, or "
+                            "discriminator.keras)")
+    with pytest.raises(ValueError, match=r"^--to npz: one of \['tf1', 'hf', 'keras', "
+                       r"'saved_model', 'keras_hub'\]$"):
+        convert_checkpoint.convert(str(tmp_path), str(tmp_path / "out"), "npz")

@@ -54,7 +54,7 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
     """Returns the paths written."""
     import tensorflow as tf
 
-    from electra_tf import checkpoints
+    from electra_tf import checkpoints, tokenization
 
     format_ = checkpoints.FORMATS.get(to)
     if format_ is None or not format_.writes:
@@ -75,8 +75,7 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
             "tokenizer; pass --vocab_file")
     if not tf.io.gfile.exists(vocab_file):
         raise FileNotFoundError(f"--vocab_file {vocab_file} does not exist")
-    with tf.io.gfile.GFile(vocab_file) as f:
-        tokens = sum(1 for _ in f)
+    tokens = len(tokenization.read_vocab(vocab_file))
     model = pretrained.discriminator if pretrained.discriminator is not None \
         else pretrained.generator
     vocab_size = model.encoder.vocab_size

@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from electra_tf import tokenization
+
 MODEL_SIZES = ("small", "base", "large")
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -503,15 +505,15 @@ def update(config, hparams: dict[str, Any]) -> None:
 
 
 def count_vocab(vocab_file: str) -> int | None:
-    """The tokens of vocab_file, one a line; None when there is no such file. A directory or
-    an empty file there is a ConfigError naming it (not a vocab_size of 0)."""
+    """The tokens of vocab_file (tokenization.read_vocab: every line one); None when there is
+    no such file. A directory or an empty file there is a ConfigError naming it (not a
+    vocab_size of 0)."""
     if not tf.io.gfile.exists(vocab_file):
         return None
     if tf.io.gfile.isdir(vocab_file):
         raise ConfigError(f"vocab file {vocab_file} is a directory: put the vocabulary (one "
                           "token a line) there as a file, or point the vocab_file hparam at it")
-    with tf.io.gfile.GFile(vocab_file) as f:
-        tokens = sum(1 for _ in f)
+    tokens = len(tokenization.read_vocab(vocab_file))
     if not tokens:
         raise ConfigError(f"vocab file {vocab_file} is empty: put the vocabulary (one token a "
                           "line) there, or point the vocab_file hparam at it")

@@ -101,7 +101,9 @@ def check_vocab(tokens: Collection[str], where: str) -> None:
 
 
 def read_vocab(vocab_file: str) -> list[str]:
-    """The tokens of a BERT vocab.txt, in id order."""
+    """The tokens of a BERT vocab.txt, in id order: as the original's load_vocab, every line is
+    one token, stripped (a blank line too, also at the end: it holds an id); the final newline
+    ends the last line. The one reading of a vocabulary: its size is len() of this."""
     if not tf.io.gfile.exists(vocab_file):
         raise FileNotFoundError(f"vocab file {vocab_file} not found")
     with tf.io.gfile.GFile(vocab_file) as f:

@@ -76,3 +76,46 @@ def test_vocab_without_special_tokens_fails(tmp_path):
     vocab.write_text("[PAD]\n[UNK]\nhello\n")
     with pytest.raises(ValueError, match=r"lacks the special tokens \['\[CLS\]', '\[SEP\]'"):
         WordPieceTokenizer(str(vocab))
+
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]
+
+
+def _originals_size(path) -> int:
+    """The ids BERT's (and ELECTRA's) load_vocab gives: one per line read, each stripped; a
+    blank line holds an id too (its dict keeps the last "" only, so count by the ids)."""
+    return max(reference.load_vocab(str(path)).values()) + 1
+
+
+@pytest.mark.parametrize("text", [
+    "\n".join(VOCAB) + "\n", "\n".join(VOCAB), "\n".join(VOCAB) + "\n\n",
+    "\n".join(VOCAB) + "\n\n\n", "\n".join(VOCAB) + "\n  \n", "\r\n".join(VOCAB) + "\r\n\r\n"],
+    ids=["newline", "no_final_newline", "a_trailing_blank_line", "two_trailing_blank_lines",
+         "a_trailing_space_line", "crlf_with_a_trailing_blank_line"])
+def test_the_vocabulary_is_counted_one_way_as_the_originals_load_vocab(tmp_path, text):
+    """Every line is a token, stripped, trailing blank ones too: read_vocab and the
+    pretraining and fine-tuning configs' vocab_size agree with the original (fine-tuning's
+    count once dropped trailing blank lines)."""
+    from electra_tf import config
+    from electra_tf.finetuning import config as finetuning_config
+    from electra_tf.tokenization import read_vocab
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(text.encode())
+    size = _originals_size(path)
+    assert len(read_vocab(str(path))) == size
+    assert read_vocab(str(path))[:len(VOCAB)] == VOCAB
+    assert config.from_hparams("m", str(tmp_path)).vocab_size == size
+    assert finetuning_config.from_hparams("m", str(tmp_path), {
+        "task_names": ["sst"], "vocab_file": str(path)}).vocab_size == size
+
+
+def test_convert_checkpoint_counts_a_trailing_blank_line_as_a_token(tmp_path):
+    from conftest import save_discriminator, tiny_config
+    from convert_checkpoint import convert
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(VOCAB) + "\n\n")
+    save_discriminator(tmp_path, "run", tiny_config(tmp_path, vocab_size=len(VOCAB)))
+    with pytest.raises(ValueError, match=rf"^{path} has {len(VOCAB) + 1} tokens but the "
+                       rf"model's vocab_size is {len(VOCAB)}: "):
+        convert(str(tmp_path / "models" / "run"), str(tmp_path / "out"), "keras",
+                vocab_file=str(path))

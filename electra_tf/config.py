@@ -376,9 +376,10 @@ ARCHITECTURE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
 
 
 # The pretrained model's files are read by the checkpoint formats (electra_tf.checkpoints), a
-# layer above this one: it hands its reader to read_pretrained_with() as it loads (importing
-# electra_tf loads it), so that config imports nothing above it.
-_pretrained_reader: Callable[[Any, dict[str, Any], str], Any] | None = None
+# layer above this one: it hands its reader to read_pretrained_with() as it loads, so that
+# config imports nothing above it. electra_tf/__init__.py imports checkpoints, so any import of
+# this module has it set.
+_pretrained_reader: Callable[[Any, dict[str, Any], str], Any]
 
 
 def read_pretrained_with(reader: Callable[[Any, dict[str, Any], str], Any]) -> None:
@@ -393,9 +394,6 @@ def pretrained_architecture(config, user: dict[str, Any], path: str | None):
     or nothing at a default path the user did not give (checkpoints.init_architecture)."""
     if not path:
         return None
-    if _pretrained_reader is None:
-        raise RuntimeError("no reader of pretrained models: import electra_tf (which loads "
-                           "electra_tf.checkpoints) before building a config")
     return _pretrained_reader(config, user, path)
 
 

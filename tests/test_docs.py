@@ -94,8 +94,11 @@ def test_every_repository_path_the_docs_name_exists():
         code = [text for _, text in fences] + spans
         for text in code + [prose]:
             for path in _REPO_PATH.findall(text):
-                if not _exists(path):
+                file, _, anchor = path.rstrip(".:").partition("#")
+                if not _exists(file):
                     missing.append(f"{name}: {path}")
+                elif anchor and file.endswith(".md") and anchor not in _headings(REPO / file):
+                    missing.append(f"{name}: {path} (no such heading)")
         for span in spans:  # a file named without its folder: ours somewhere, or not ours
             for path in _BARE_FILE.findall(span):
                 if path not in NOT_OURS and "/" not in path and not (
@@ -110,7 +113,8 @@ def test_every_repository_path_the_docs_name_exists():
                 missing.append(f"{name}: link {target}")
             elif anchor and resolved.suffix == ".md" and anchor not in _headings(resolved):
                 missing.append(f"{name}: link {target} (no such heading)")
-    assert not missing, "the docs name paths that do not exist:\n" + "\n".join(sorted(set(missing)))
+    assert not missing, "the docs name paths that do not exist:\n" + "\n".join(
+        sorted(set(missing)))
 
 
 # -- flags -----------------------------------------------------------------------------------
@@ -126,11 +130,12 @@ def _tree(path: pathlib.Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
 
-def _imports(tree: ast.Module) -> dict[str, pathlib.Path]:
+@functools.cache
+def _imports(path: pathlib.Path) -> dict[str, pathlib.Path]:
     """The names a module binds to our modules (`import command_line`, `from pretrain_data
     import build_pretraining_dataset as builder`)."""
     bound = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if (file := _module_file(alias.name)):
@@ -155,6 +160,9 @@ def _strings(node: ast.AST) -> list[str]:
     return []
 
 
+_CALLED: dict = {}  # (file, function, params turned off) -> what _flags_in found in it
+
+
 def _flags_in(node: ast.AST, path: pathlib.Path, false_params: frozenset = frozenset(),
               seen: frozenset = frozenset()) -> tuple[set[str], dict[str, str]]:
     """The flags a module or function defines: absl's flags.DEFINE_*("name", ...) (a boolean
@@ -164,7 +172,7 @@ def _flags_in(node: ast.AST, path: pathlib.Path, false_params: frozenset = froze
     flags, and the dashed aliases such a loop defines for those of its names that are flags."""
     found: set[str] = set()
     dashed: dict[str, str] = {}
-    imports = _imports(_tree(path))
+    imports = _imports(path)
 
     def visit(n: ast.AST) -> None:
         if isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id in false_params:
@@ -176,14 +184,16 @@ def _flags_in(node: ast.AST, path: pathlib.Path, false_params: frozenset = froze
                 and isinstance(c.args[0], ast.Call) for c in ast.walk(n)):
             dashed.update((name, name.replace("_", "-")) for name in _strings(n.iter))
         if isinstance(n, ast.Call):
-            callee = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            callee = (n.func.attr if isinstance(n.func, ast.Attribute)
+                      else getattr(n.func, "id", ""))
             if callee.startswith("DEFINE_") and n.args and _strings(n.args[0]):
                 name = _strings(n.args[0])[0]
                 found.add(name)
                 if callee in ("DEFINE_bool", "DEFINE_boolean"):
                     found.add("no" + name)
             elif callee == "add_argument":
-                found.update(s.lstrip("-") for a in n.args for s in _strings(a) if s.startswith("-"))
+                found.update(s.lstrip("-") for a in n.args for s in _strings(a)
+                             if s.startswith("-"))
             else:  # a function of ours that defines flags
                 target = None
                 if isinstance(n.func, ast.Name):
@@ -194,9 +204,11 @@ def _flags_in(node: ast.AST, path: pathlib.Path, false_params: frozenset = froze
                 if target and target not in seen and (fn := _function(*target)):
                     off = frozenset(k.arg for k in n.keywords if isinstance(k.value, ast.Constant)
                                     and k.value.value is False)
-                    more, more_dashed = _flags_in(fn, target[0], off, seen | {target})
-                    found.update(more)
-                    dashed.update(more_dashed)
+                    key = (*target, off)
+                    if key not in _CALLED:  # each function once, not once per call path
+                        _CALLED[key] = _flags_in(fn, target[0], off, seen | {target})
+                    found.update(_CALLED[key][0])
+                    dashed.update(_CALLED[key][1])
         for child in ast.iter_child_nodes(n):
             visit(child)
 
@@ -238,7 +250,8 @@ def _named_flags(doc: pathlib.Path) -> list[tuple[str | None, str, str]]:
     it belongs to that command's script; alone in a code span, to any of ours."""
     fences, spans, _ = _split(doc)
     named = []
-    for text in [t for lang, t in fences if lang in ("", "bash", "sh", "shell", "console")] + spans:
+    shell = [text for lang, text in fences if lang in ("", "bash", "sh", "shell", "console")]
+    for text in shell + spans:
         for tokens in _commands(text):
             script = next((t for t in tokens if t in command_flags()), None)
             start = tokens.index(script) + 1 if script else 0
@@ -289,7 +302,8 @@ def hparam_names() -> set[str]:
         cls = todo.pop()
         names.update(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)
                      and isinstance(s.target, ast.Name) and s.target.id != "HPARAMS_DOC")
-        todo.extend(classes[b.id] for b in cls.bases if isinstance(b, ast.Name) and b.id in classes)
+        todo.extend(classes[b.id] for b in cls.bases
+                    if isinstance(b, ast.Name) and b.id in classes)
         todo.extend(classes[b.attr] for b in cls.bases
                     if isinstance(b, ast.Attribute) and b.attr in classes)
     return names
@@ -321,7 +335,8 @@ def test_every_hparam_the_docs_set_exists():
 def test_the_checks_catch_a_stale_name(tmp_path, monkeypatch):
     """The checks above fail on a doc that names a missing file, flag, heading or hparam."""
     doc = tmp_path / "stale.md"
-    doc.write_text(f"See `electra_tf/no_such_module.py` and [this]({REPO}/README.md#no-such-heading).\n"
+    doc.write_text(f"See `electra_tf/no_such_module.py` and "
+                   f"[this]({REPO}/README.md#no-such-heading).\n"
                    "```bash\npython run_pretraining.py --data_dir D --no_such_flag \\\n"
                    "    --hparams '{\"no_such_hparam\": 1}'\n```\n", encoding="utf-8")
     monkeypatch.setattr(sys.modules[__name__], "DOCS", [doc])

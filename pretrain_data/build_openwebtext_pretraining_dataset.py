@@ -54,9 +54,15 @@ def main(argv) -> None:
     print(json.dumps(summary, indent=2))
 
 
-if __name__ == "__main__":
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """--data_dir and the builder's flags other than its corpus, vocab and output ones, in
+    flag_values (absl's global flags when run as a script)."""
     flags.DEFINE_string("data_dir", None, "Holds vocab.txt and openwebtext/; the TFRecords go "
-                        "to its pretrain_tfrecords/.")
-    flags.mark_flag_as_required("data_dir")
-    builder.define_flags(corpus=False)
+                        "to its pretrain_tfrecords/.", flag_values=flag_values)
+    flags.mark_flag_as_required("data_dir", flag_values=flag_values)
+    builder.define_flags(corpus=False, flag_values=flag_values)
+
+
+if __name__ == "__main__":
+    define_flags()
     command_line.run(main, "docs/data.md")

@@ -73,39 +73,53 @@ _DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 _READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, tarfile.TarError)
 
 
-def define_flags(corpus: bool = True) -> None:
-    """The original's flags (and their dashed spellings) plus ours. The OpenWebText script
-    takes --data_dir instead of the corpus, vocab and output flags."""
+def define_flags(corpus: bool = True, flag_values: flags.FlagValues = FLAGS) -> None:
+    """The original's flags (and their dashed spellings) plus ours, in flag_values (absl's
+    global flags when run as a script; the tests' own, to run main in their process). The
+    OpenWebText script takes --data_dir instead of the corpus, vocab and output flags."""
     if corpus:
-        flags.DEFINE_string("corpus_dir", None, "Directory of pretraining text files.")
-        flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (BERT's vocab.txt format).")
-        flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.")
-        flags.DEFINE_bool("blanks_separate_docs", True, "Whether blank lines end a document.")
+        flags.DEFINE_string("corpus_dir", None, "Directory of pretraining text files.",
+                            flag_values=flag_values)
+        flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (BERT's vocab.txt format).",
+                            flag_values=flag_values)
+        flags.DEFINE_string("output_dir", None, "Where to write the TFRecords.",
+                            flag_values=flag_values)
+        flags.DEFINE_bool("blanks_separate_docs", True, "Whether blank lines end a document.",
+                          flag_values=flag_values)
         flags.DEFINE_string("tfds_name", None, "Read the text of this tensorflow-datasets "
-                            "dataset (e.g. wikipedia/20230601.en) instead of --corpus_dir.")
-        flags.DEFINE_string("tfds_data_dir", None, "Where that dataset is prepared.")
-        flags.DEFINE_string("tfds_split", "train", "Its split.")
-        flags.DEFINE_string("tfds_text_key", "text", "Its text feature.")
-    flags.DEFINE_integer("max_seq_length", 128, "Tokens per example (512 for base and large).")
-    flags.DEFINE_integer("num_processes", 1, "Worker processes, each on its own files and shards.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.")
-    flags.DEFINE_bool("do_strip_accents", True, "Strip accents (only when lower-casing).")
+                            "dataset (e.g. wikipedia/20230601.en) instead of --corpus_dir.",
+                            flag_values=flag_values)
+        flags.DEFINE_string("tfds_data_dir", None, "Where that dataset is prepared.",
+                            flag_values=flag_values)
+        flags.DEFINE_string("tfds_split", "train", "Its split.", flag_values=flag_values)
+        flags.DEFINE_string("tfds_text_key", "text", "Its text feature.", flag_values=flag_values)
+    flags.DEFINE_integer("max_seq_length", 128, "Tokens per example (512 for base and large).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("num_processes", 1, "Worker processes, each on its own files and shards.",
+                         flag_values=flag_values)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text.", flag_values=flag_values)
+    flags.DEFINE_bool("do_strip_accents", True, "Strip accents (only when lower-casing).",
+                      flag_values=flag_values)
     flags.DEFINE_integer("num_out_files", None, "Number of output shards (default: one per "
                          f"{BYTES_PER_OUT_FILE >> 20} MB of input files, at least "
-                         f"--num_processes, at most {MAX_DEFAULT_OUT_FILES}).")
-    flags.DEFINE_integer("seed", 0, "Seed of the packing's random choices.")
+                         f"--num_processes, at most {MAX_DEFAULT_OUT_FILES}).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("seed", 0, "Seed of the packing's random choices.",
+                         flag_values=flag_values)
     flags.DEFINE_bool("strict", False, "Fail on an unreadable or non-UTF-8 file instead of "
-                      "skipping the rest of it with a warning.")
+                      "skipping the rest of it with a warning.", flag_values=flag_values)
     flags.DEFINE_integer("max_line_chars", MAX_LINE_CHARS, "Lines longer than this are split at "
                          f"whitespace into pieces of at most {PIECE_CHARS} characters, each "
-                         "packed as a line (the packing keeps at most one example of a line).")
+                         "packed as a line (the packing keeps at most one example of a line).",
+                         flag_values=flag_values)
     flags.DEFINE_bool("overwrite", False, "Replace the shards of an earlier build in the output "
-                      "directory.")
+                      "directory.", flag_values=flag_values)
     for name in ("corpus_dir", "vocab_file", "output_dir", "max_seq_length", "num_processes",
                  "blanks_separate_docs", "do_lower_case", "do_strip_accents", "num_out_files",
                  "data_dir"):
-        if name in FLAGS and name != name.replace("_", "-"):
-            flags.DEFINE_alias(name.replace("_", "-"), name)  # the original's spellings
+        if name in flag_values and name != name.replace("_", "-"):
+            flags.DEFINE_alias(name.replace("_", "-"), name,  # the original's spellings
+                               flag_values=flag_values)
 
 
 @dataclasses.dataclass

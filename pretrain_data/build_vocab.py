@@ -110,18 +110,31 @@ def main(argv) -> None:
     print(f"wrote {len(vocab)} tokens to {FLAGS.output_file}", flush=True)
 
 
-if __name__ == "__main__":
-    flags.DEFINE_string("corpus_dir", None, "Directory of text files.")
-    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")
-    flags.DEFINE_integer("vocab_size", 30522, "Target size (the learner may return fewer).")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (as the tokenizer will).")
-    flags.DEFINE_bool("do_strip_accents", True, "Strip accents (only when lower-casing).")
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """The command's flags (and the original's dashed spellings), in flag_values (absl's global
+    flags when run as a script; the tests' own, to run main in their process)."""
+    flags.DEFINE_string("corpus_dir", None, "Directory of text files.", flag_values=flag_values)
+    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.", flag_values=flag_values)
+    flags.DEFINE_integer("vocab_size", 30522, "Target size (the learner may return fewer).",
+                         flag_values=flag_values)
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (as the tokenizer will).",
+                      flag_values=flag_values)
+    flags.DEFINE_bool("do_strip_accents", True, "Strip accents (only when lower-casing).",
+                      flag_values=flag_values)
     flags.DEFINE_bool("bert_layout", True, "BERT's layout: [PAD]=0, [unused0..98], [UNK]=100, "
-                      "[CLS]=101, [SEP]=102, [MASK]=103; else the five at ids 0-4.")
-    flags.DEFINE_list("reserved_tokens", None, "More tokens to reserve after the special ones.")
-    flags.DEFINE_integer("min_count", 10, "Words rarer than this do not shape the vocabulary.")
-    flags.DEFINE_bool("overwrite", False, "Replace an existing --output_file.")
+                      "[CLS]=101, [SEP]=102, [MASK]=103; else the five at ids 0-4.",
+                      flag_values=flag_values)
+    flags.DEFINE_list("reserved_tokens", None, "More tokens to reserve after the special ones.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("min_count", 10, "Words rarer than this do not shape the vocabulary.",
+                         flag_values=flag_values)
+    flags.DEFINE_bool("overwrite", False, "Replace an existing --output_file.",
+                      flag_values=flag_values)
     for name in ("corpus_dir", "output_file", "vocab_size", "do_lower_case", "do_strip_accents"):
-        flags.DEFINE_alias(name.replace("_", "-"), name)
-    flags.mark_flags_as_required(["corpus_dir", "output_file"])
+        flags.DEFINE_alias(name.replace("_", "-"), name, flag_values=flag_values)
+    flags.mark_flags_as_required(["corpus_dir", "output_file"], flag_values=flag_values)
+
+
+if __name__ == "__main__":
+    define_flags()
     command_line.run(main, "docs/data.md")

@@ -159,3 +159,21 @@ def run_script(*args: str, timeout: int = 600,
                     f"{result.stdout[-3000:]}\n--- stderr (end)\n{result.stderr[-5000:]}",
                     pytrace=False)
     return result
+
+
+def usage_error(module, *argv: str) -> str:
+    """A command line's usage error, in this process: parses argv into the module's FLAGS and
+    calls its main as command_line.run does, and returns the message that command_line.run
+    prints as `error: ...` (exit 2); fails the test if main returns. Spares the fresh
+    interpreter (and its TensorFlow import) a run that stops before any work; test_cli runs
+    each command's real start-up path in a subprocess."""
+    from absl import app
+
+    remaining = module.FLAGS([module.__file__, *argv])
+    try:
+        module.main(remaining)
+    except app.UsageError as e:
+        return str(e)
+    finally:
+        module.FLAGS.unparse_flags()
+    pytest.fail(f"{module.__name__} {' '.join(argv)} ran without a usage error", pytrace=False)

@@ -1,10 +1,14 @@
 """Vocabulary learning: corpus -> vocab.txt -> tokenizer -> TFRecords -> pretraining config."""
 
-import pytest
+import unittest.mock
 
-from conftest import SAMPLE, run_script, tiny_config
+import pytest
+from absl import flags
+
+from conftest import SAMPLE, run_script, tiny_config, usage_error
 from electra_tf.tokenization import WordPieceTokenizer
 from pretrain_data import build_pretraining_dataset as builder
+from pretrain_data import build_vocab
 from pretrain_data.build_vocab import learn_vocab
 
 
@@ -59,10 +63,13 @@ def test_cli(corpus, tmp_path):
         f"wrote {len(tokens)} tokens to {out}"]
     assert str(out) not in result.stderr
     assert tokens[101] == "[CLS]" and any(t != t.lower() for t in tokens)  # cased
-    result = run_script("pretrain_data/build_vocab.py", f"--corpus_dir={corpus}",
-                        f"--output_file={out}", expect_failure=True)
-    assert result.returncode != 0 and "exists; pass --overwrite" in result.stderr
-    result = run_script("pretrain_data/build_vocab.py", f"--corpus_dir={corpus}",
-                        f"--output_file={tmp_path / 'small.txt'}", "--vocab_size=50",
-                        expect_failure=True)
-    assert result.returncode != 0 and "--vocab_size 50 leaves no room" in result.stderr
+    # The usage errors in this process (conftest.usage_error), the command's flags in a
+    # FlagValues of their own: their names are other commands' too.
+    flag_values = flags.FlagValues()
+    build_vocab.define_flags(flag_values)
+    with unittest.mock.patch.object(build_vocab, "FLAGS", flag_values):
+        assert "exists; pass --overwrite" in usage_error(
+            build_vocab, f"--corpus_dir={corpus}", f"--output_file={out}")
+        assert "--vocab_size 50 leaves no room" in usage_error(
+            build_vocab, f"--corpus_dir={corpus}", f"--output_file={tmp_path / 'small.txt'}",
+            "--vocab_size=50")

@@ -33,8 +33,49 @@ def _run_all(argv, scripts=tuple(COMMANDS)):
     return {script: (procs[script].returncode, *outputs[script]) for script in procs}
 
 
-def test_help_exits_0_and_points_to_the_reference():
-    for script, (rc, out, err) in _run_all(["--help"]).items():
+_CUDA_CHECK = ("import electra_tf, tensorflow as tf\n"
+               "print(tf.config.list_physical_devices('GPU'), float(tf.constant(1.0) + 1))")
+_BESIDE = "import electra_tf\nprint(electra_tf.__file__, electra_tf.ElectraDiscriminator)\n"
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """The fresh interpreters the start-up tests below read, started together: each spends its
+    seconds importing TensorFlow, and started at once they share the cores instead of queuing.
+    name -> a function that waits for that process and returns (returncode, stdout, stderr)."""
+    root = tmp_path_factory.mktemp("fresh")
+    (root / "beside" / "electra_tf").mkdir(parents=True)  # a folder named like the package
+    (root / "beside" / "mine.py").write_text(_BESIDE)
+    (root / "missing").mkdir()
+    quiet = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    runs = {**{("help", script): ([script, "--help"], REPO, quiet) for script in COMMANDS},
+            "missing_input": (["run_pretraining.py", f"--data_dir={root / 'missing'}",
+                               "--model_name=x"], REPO, quiet),
+            "cuda": (["-c", _CUDA_CHECK], REPO, {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}),
+            "beside": ([str(root / "beside" / "mine.py")], root / "beside", quiet)}
+    procs = {}
+    for i, (name, (argv, cwd, env)) in enumerate(runs.items()):
+        # Files, not pipes: nobody reads a process's output until its test runs.
+        with open(root / f"{i}.out", "w") as out, open(root / f"{i}.err", "w") as err:
+            procs[name] = (i, subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env,
+                                               text=True, stdout=out, stderr=err))
+
+    def result(name):
+        i, proc = procs[name]
+        proc.wait(timeout=600)
+        return (proc.returncode, (root / f"{i}.out").read_text(),
+                (root / f"{i}.err").read_text())
+
+    result.missing_dir = root / "missing"
+    yield result
+    for _, proc in procs.values():
+        proc.kill()
+        proc.wait()
+
+
+def test_help_exits_0_and_points_to_the_reference(fresh):
+    for script in COMMANDS:
+        rc, out, err = fresh(("help", script))
         assert rc == 0, (script, err[-2000:])
         assert f"reference for this command (every option, what it reads and writes): " \
                f"{COMMANDS[script]}" in out, script
@@ -96,39 +137,28 @@ def test_a_usage_error_is_one_line_without_the_help():
 
 @pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"),
                     reason="a machine with an NVIDIA driver keeps CUDA's messages")
-def test_a_missing_input_is_one_line_and_no_cuda_error(tmp_path):
-    result = subprocess.run([sys.executable, "run_pretraining.py", f"--data_dir={tmp_path}",
-                             "--model_name=x"], cwd=REPO, capture_output=True, text=True,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=600)
-    assert result.returncode == 2
-    assert result.stderr == (f"error: vocab file {tmp_path}/vocab.txt not found: put the "
-                             "vocabulary at DATA_DIR/vocab.txt or set the vocab_file hparam\n"
-                             "(python run_pretraining.py --help for the flags)\n")
+def test_a_missing_input_is_one_line_and_no_cuda_error(fresh):
+    returncode, _, stderr = fresh("missing_input")
+    assert returncode == 2
+    assert stderr == (f"error: vocab file {fresh.missing_dir}/vocab.txt not found: put the "
+                      "vocabulary at DATA_DIR/vocab.txt or set the vocab_file hparam\n"
+                      "(python run_pretraining.py --help for the flags)\n")
 
 
 @pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"),
                     reason="a machine with an NVIDIA driver keeps CUDA's messages")
-def test_importing_the_package_drops_the_false_cuda_error():
+def test_importing_the_package_drops_the_false_cuda_error(fresh):
     """Scripts other than the command lines (benchmarks, experiments, the figures) import
     electra_tf first: TensorFlow, looking for GPUs, says nothing false on a CPU machine."""
-    code = ("import electra_tf, tensorflow as tf\n"
-            "print(tf.config.list_physical_devices('GPU'), float(tf.constant(1.0) + 1))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                            text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"},
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout == "[] 2.0\n"
-    assert "cuInit" not in result.stderr, result.stderr
+    returncode, stdout, stderr = fresh("cuda")
+    assert returncode == 0, stderr[-2000:]
+    assert stdout == "[] 2.0\n"
+    assert "cuInit" not in stderr, stderr
 
 
-def test_a_folder_named_like_the_package_beside_a_script_does_not_hide_it(tmp_path):
+def test_a_folder_named_like_the_package_beside_a_script_does_not_hide_it(fresh):
     """A clone (or any folder) called electra_tf next to the user's script would be imported as
     an empty namespace package if the installed package were found after it."""
-    (tmp_path / "electra_tf").mkdir()
-    script = tmp_path / "mine.py"
-    script.write_text("import electra_tf\nprint(electra_tf.__file__, electra_tf.ElectraDiscriminator)\n")
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, text=True,
-                            capture_output=True, timeout=300,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split()[0].endswith(os.path.join("electra_tf", "__init__.py"))
+    returncode, stdout, stderr = fresh("beside")
+    assert returncode == 0, stderr[-2000:]
+    assert stdout.split()[0].endswith(os.path.join("electra_tf", "__init__.py"))

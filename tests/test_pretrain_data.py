@@ -19,14 +19,18 @@ import tarfile
 import threading
 import time
 import tracemalloc
+import unittest.mock
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
-from conftest import BERT_VOCAB, REPO, SAMPLE, TEST_DATA, run_script, tiny_config
+from conftest import (BERT_VOCAB, REPO, SAMPLE, TEST_DATA, run_script, tiny_config,
+                      usage_error)
 from electra_tf import data
 from electra_tf.tokenization import WordPieceTokenizer
+from pretrain_data import build_openwebtext_pretraining_dataset as openwebtext
 from pretrain_data import build_pretraining_dataset as builder
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -405,15 +409,22 @@ def test_cli_flags_and_dashed_spellings(tmp_path):
     summary = json.loads((tmp_path / "out" / "build_summary.json").read_text())
     assert summary["do_lower_case"] is False and summary["max_seq_length"] == 64
     assert "examples" in result.stdout and "tokens/s" in result.stdout  # progress bar
-    result = run_script("pretrain_data/build_pretraining_dataset.py",
-                        f"--corpus_dir={SAMPLE / 'corpus'}", f"--vocab_file={BERT_VOCAB}",
-                        f"--output_dir={tmp_path / 'out'}", "--num_out_files=4",
-                        expect_failure=True)
-    assert "pass --overwrite to replace them" in result.stderr
-    result = run_script("pretrain_data/build_pretraining_dataset.py",
-                        f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'x'}",
-                        expect_failure=True)
-    assert result.returncode != 0 and "give either --corpus_dir or --tfds_name" in result.stderr
+    assert "pass --overwrite to replace them" in _usage_error(
+        builder, f"--corpus_dir={SAMPLE / 'corpus'}", f"--vocab_file={BERT_VOCAB}",
+        f"--output_dir={tmp_path / 'out'}", "--num_out_files=4")
+    assert "give either --corpus_dir or --tfds_name" in _usage_error(
+        builder, f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'x'}")
+
+
+def _usage_error(module, *argv: str) -> str:
+    """A builder's usage error in this process (conftest.usage_error), its flags in a FlagValues
+    of their own: their names (vocab_file, output_dir, ...) are other commands' too, which the
+    tests import into absl's global flags. The successful builds above run as a user runs
+    them, in a fresh interpreter."""
+    flag_values = flags.FlagValues()
+    module.define_flags(flag_values=flag_values)
+    with unittest.mock.patch.object(module, "FLAGS", flag_values):
+        return usage_error(module, *argv)
 
 
 def _openwebtext(data_dir, documents_per_archive=3):
@@ -444,9 +455,8 @@ def test_openwebtext_builder(tmp_path):
     # Blank lines do not split an OpenWebText document: six documents, 60 paragraphs.
     assert summary["docs"] == 6 and summary["lines"] == 60 and summary["files"] == 2
     assert len(_examples(_shards(tmp_path / "pretrain_tfrecords"), 64)) == summary["examples"]
-    result = run_script("pretrain_data/build_openwebtext_pretraining_dataset.py",
-                        f"--data_dir={tmp_path / 'missing'}", expect_failure=True)
-    assert result.returncode != 0 and "openwebtext does not exist" in result.stderr
+    assert "openwebtext does not exist" in _usage_error(openwebtext,
+                                                        f"--data_dir={tmp_path / 'missing'}")
 
 
 def test_an_unreadable_openwebtext_document_is_skipped_alone(tmp_path):
@@ -505,16 +515,12 @@ def test_reads_a_prepared_tfds_dataset(tmp_path):
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "out" / "build_summary.json").read_text())
     assert summary["docs"] == 8 and summary["lines"] == 40 and summary["examples"] > 20
-    result = run_script("pretrain_data/build_pretraining_dataset.py", "--tfds_name=sample_wiki",
-                        f"--tfds_data_dir={tmp_path / 'tfds'}", "--tfds_text_key=body",
-                        f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'o2'}",
-                        expect_failure=True)
-    assert result.returncode != 0
-    assert "--tfds_text_key body: sample_wiki has ['text', 'title']" in result.stderr
-    result = run_script("pretrain_data/build_pretraining_dataset.py", "--tfds_name=no_such_set",
-                        f"--tfds_data_dir={tmp_path / 'tfds'}", f"--vocab_file={BERT_VOCAB}",
-                        f"--output_dir={tmp_path / 'o3'}", expect_failure=True)
-    assert result.returncode != 0 and "--tfds_name no_such_set" in result.stderr
+    assert "--tfds_text_key body: sample_wiki has ['text', 'title']" in _usage_error(
+        builder, "--tfds_name=sample_wiki", f"--tfds_data_dir={tmp_path / 'tfds'}",
+        "--tfds_text_key=body", f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'o2'}")
+    assert "--tfds_name no_such_set" in _usage_error(
+        builder, "--tfds_name=no_such_set", f"--tfds_data_dir={tmp_path / 'tfds'}",
+        f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'o3'}")
 
 
 def test_example_builder_rules():

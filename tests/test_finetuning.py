@@ -533,6 +533,12 @@ def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
     saved = json.loads((finetuning_dir / "models" / "tiny" / "results" /
                         "sst,long_config.json").read_text())
     assert saved["long_review_words"] == 6 and saved["doc_stride"] == 128
+    # docs/finetuning.md's example is this one, as written here.
+    doc = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
+    block = doc.split("### Adding a task")[1].split("```python\n")[1].split("```")[0]
+    code = block[block.index("class MeanPoolHead"):block.index("task_builder.register")]
+    assert code.strip() in (REPO / "tests" / "test_finetuning.py").read_text(encoding="utf-8")
+    assert 'task_builder.register(LongReview("long"))' in block
 
 
 @pytest.mark.slow

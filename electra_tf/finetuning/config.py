@@ -39,14 +39,14 @@ def _new(model_name: str, data_dir: str) -> FinetuningConfig:
 def update(config: FinetuningConfig, hparams: dict[str, Any]) -> None:
     """Sets hparams, the tasks' by their names as the rest, failing on unknown keys (naming
     the closest) and wrong types."""
-    owners = {name: owner for owner in config.task_hparams.values()
-              for name in config_lib.valid_keys(type(owner))}
+    owners = {name: config for name in config_lib.valid_keys(FinetuningConfig)}
+    owners.update({name: declared for declared in config.task_hparams.values()
+                   for name in config_lib.valid_keys(type(declared))})
     for key, value in hparams.items():
-        if key not in owners and key not in config_lib.valid_keys(FinetuningConfig):
-            keys = [*config_lib.valid_keys(FinetuningConfig), *owners]
-            raise ConfigError(f"unknown hparam {key!r}{config_lib.did_you_mean([key], keys)}; "
+        if key not in owners:
+            raise ConfigError(f"unknown hparam {key!r}{config_lib.did_you_mean([key], owners)}; "
                               f"every hparam is listed in {FinetuningConfig.HPARAMS_DOC}")
-        config_lib.update(owners.get(key, config), {key: value})
+        config_lib.update(owners[key], {key: value})
 
 
 def _task_and_size_defaults(config: FinetuningConfig) -> dict[str, Any]:

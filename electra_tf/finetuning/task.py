@@ -92,8 +92,8 @@ class Task(abc.ABC):
     def hparams(self, config: FinetuningConfig) -> TaskHparams:
         """This kind of task's hparams in `config`."""
         if self.hparams_class not in config.task_hparams:
-            raise ValueError(f"task {self.name}: the config has no {self.hparams_class}; build "
-                             "it with config.from_hparams after the task is registered")
+            raise ValueError(f"task {self.name}: the config has no {self.hparams_class!r}; "
+                             "build it with config.from_hparams once the task is registered")
         return config.task_hparams[self.hparams_class]
 
     @property

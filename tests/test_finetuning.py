@@ -541,6 +541,30 @@ def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
     assert 'task_builder.register(LongReview("long"))' in block
 
 
+def test_the_registry_refuses_a_taken_task_name_or_hparam_name(monkeypatch):
+    """A kind's hparams join every run's --hparams, so a name must be new to the registry."""
+    from electra_tf.finetuning import task_builder
+
+    monkeypatch.setattr(task_builder, "TASKS", dict(task_builder.TASKS))  # undone after
+    with pytest.raises(ValueError, match="a task named 'sst' is registered already"):
+        task_builder.register(LongReview("sst"))
+
+    @dataclasses.dataclass
+    class Strides(TaskHparams):
+        doc_stride: int = 64
+        learning_rate: float = 1.0
+
+    @dataclasses.dataclass(frozen=True)
+    class Strided(LongReview):
+        hparams_class = Strides
+
+    with pytest.raises(ValueError, match=r"Strides of task 'strided' declares hparams that "
+                                         r"\{'doc_stride': 'QAHparams', 'learning_rate': "
+                                         r"'FinetuningConfig'\} declare already"):
+        task_builder.register(Strided("strided"))
+    assert "strided" not in task_builder.TASKS
+
+
 @pytest.mark.slow
 def test_mrqa_fits_its_training_questions_and_evaluates_out_of_domain_sets(finetuning_dir):
     """NewsQA-format files (jsonl with a header; gzipped for the out-of-domain dev set) train

@@ -58,12 +58,13 @@ def _baselines(config, dev_data: list, train_splits: dict) -> dict:
 
 def _write_results(config, trials: list[dict[str, dict[str, float]]],
                    baselines: dict | None = None, best: dict | None = None) -> dict:
-    """The original's results.txt lines ("task: metric: value - ...") per trial, plus JSON;
-    then with keep_best_trial the best trial's (`best`: its trial, seed and results), and
-    each task's baseline (a trivial prediction's scores, Task.baseline) in the same form,
-    "(baseline: what it predicts)"."""
+    """The original's results.txt lines ("task: metric: value - ...") per trial, plus JSON
+    with the median's benchmark scores (Task.benchmark_scores: the GLUE score); then with
+    keep_best_trial the best trial's (`best`: its trial, seed and results), and each task's
+    baseline (a trivial prediction's scores, Task.baseline) in the same form, "(baseline: what
+    it predicts)"."""
     from electra_tf import files
-    from electra_tf.finetuning import glue, trainer
+    from electra_tf.finetuning import trainer
 
     median = _median(trials)
     baselines = baselines or {}
@@ -72,10 +73,9 @@ def _write_results(config, trials: list[dict[str, dict[str, float]]],
                              for name, b in baselines.items()}}
     if best is not None:
         summary["best_trial"] = best
-    glue_results = {name: median[name] for name in median
-                    if name in glue.TASKS and name != "wnli"}
-    if glue_results:
-        summary["glue_score_median"] = glue.glue_score(glue_results)
+    for kind in dict.fromkeys(type(task) for task in trainer.make_tasks(config)):
+        for name, score in kind.benchmark_scores(median).items():
+            summary[f"{name}_median"] = score
     lines = []
     best_row = ([(f"best: trial {best['trial']}, seed {best['seed']}", best["results"])]
                 if best is not None else [])

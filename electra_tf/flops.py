@@ -208,7 +208,7 @@ def pretraining_step_flops(config: PretrainingConfig, batch_size: int | None = N
 def finetuning_matmuls(bert: dict[str, Any], embedding_size: int, batch_size: int,
                        seq_length: int, num_outputs: int) -> list[Matmul]:
     """The forward matmuls of a classification or regression fine-tuning step (the
-    finetuning.model.ClassificationHead on [CLS], whose encoder computes the last layer at
+    finetuning.glue.ClassificationHead on [CLS], whose encoder computes the last layer at
     [CLS] alone), with num_outputs classes (1 for regression)."""
     return (encoder_matmuls("encoder", bert, embedding_size, batch_size, seq_length,
                             cls_only_last_layer=True)

@@ -59,11 +59,14 @@ import numpy as np
 import tensorflow as tf
 import threadpoolctl
 
-from electra_tf.finetuning import glue, pos, tagging, task_builder
+from electra_tf.finetuning import glue, pos, tagging
 from electra_tf.finetuning.task import DataError
 from electra_tf.tokenization import WordPieceTokenizer
 
 BATCH_SIZE = 64
+# The tasks a probe reads, by name: GLUE's, then the tagging tasks.
+PROBED_TASKS: dict[str, glue.GlueTask | tagging.TaggingTask] = {
+    **glue.TASKS, **{task.name: task for task in (*tagging.TASKS, *pos.TASKS)}}
 
 
 @dataclasses.dataclass
@@ -97,13 +100,11 @@ class LinearProbe:
         train.txt, dev.txt) named like `directory`, the first `max_examples` rows or sentences
         of each split. Errors name the `probe_task` hparam."""
         name = os.path.basename(os.path.normpath(directory))
-        task = task_builder.TASKS.get(name)
-        if not isinstance(task, (glue.GlueTask, tagging.TaggingTask)):
-            valid = [n for n, t in task_builder.TASKS.items()
-                     if isinstance(t, (glue.GlueTask, tagging.TaggingTask))]
+        task = PROBED_TASKS.get(name)
+        if task is None:
             raise ValueError(f"probe_task {directory!r}: the directory's name must be a GLUE "
                              f"task's or a tagging task's, e.g. DATA_DIR/finetuning_data/sst "
-                             f"or DATA_DIR/finetuning_data/pos (one of {valid})")
+                             f"or DATA_DIR/finetuning_data/pos (one of {list(PROBED_TASKS)})")
         read = _sentence_splits if isinstance(task, glue.GlueTask) else _word_splits
         try:
             train, dev, scores = read(task, directory, tokenizer, max_seq_length, max_examples)

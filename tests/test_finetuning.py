@@ -1,9 +1,11 @@
 """Fine-tuning: config resolution, layer-wise learning rates, features, the loss, and an
 end-to-end run of run_finetuning.py on a real GLUE-format task."""
 
+import dataclasses
 import json
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,6 +14,7 @@ from conftest import REPO, TEST_DATA, TINY_FINETUNING, run_script
 from electra_tf import optimization
 from electra_tf.config import ConfigError
 from electra_tf.finetuning import config as finetuning_config
+from electra_tf.finetuning.task import SplitData, Task, TaskHparams, cross_entropy, pad_rows
 
 
 def test_per_task_and_per_size_defaults_as_the_original():
@@ -439,46 +442,127 @@ def test_missing_test_file_fails_before_training_and_writes_nothing(finetuning_d
     assert sorted(p.name for p in model_dir.iterdir()) == ["discriminator.keras"]
 
 
-def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
-    """A task the trainer has never seen (here: is a review longer than 12 words?), written as
-    docs/finetuning.md shows, trains and is scored through run_finetuning."""
-    import dataclasses
+# A new kind of task, as docs/finetuning.md shows one: is a review longer than
+# `long_review_words` words? Its class, its head and its hparam; registered in the test below.
 
+
+class MeanPoolHead(keras.layers.Layer):
+    """The mean of the encoder's vectors over the real tokens, to `num_classes` logits."""
+
+    def __init__(self, num_classes: int, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        self.dense = keras.layers.Dense(num_classes, name="dense")
+
+    def build(self, input_shape):
+        self.dense.build((None, input_shape[-1]))
+        self.built = True
+
+    def call(self, sequence_output, features, training=None):
+        mask = tf.cast(features["input_mask"], sequence_output.dtype)[:, :, None]
+        mean = tf.reduce_sum(sequence_output * mask, 1) / tf.reduce_sum(mask, 1)
+        return tf.cast(self.dense(mean), tf.float32)
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes}
+
+
+@dataclasses.dataclass
+class LongReviewHparams(TaskHparams):
+    long_review_words: int = 12  # a review of more words is long
+
+
+@dataclasses.dataclass(frozen=True)
+class LongReview(Task):
+    """Is a review longer than long_review_words words? (a sentence a line in train/dev.txt)"""
+    name: str
+    hparams_class = LongReviewHparams
+
+    def load(self, config, split, tokenizer):  # read and featurize one split
+        path = f"{config.raw_data_dir(self.name)}/{split}.txt"
+        sentences = tf.io.gfile.GFile(path).read().splitlines()
+        ids = [[101, *row[:config.max_seq_length - 2], 102]
+               for row in tokenizer.tokenize_to_ids(sentences)]
+        length, words = config.max_seq_length, self.hparams(config).long_review_words
+        arrays = {"input_ids": pad_rows(ids, length),
+                  "input_mask": pad_rows([[1] * len(row) for row in ids], length),
+                  "segment_ids": pad_rows([[]] * len(ids), length),
+                  "label": np.array([len(s.split()) > words for s in sentences], np.float32)}
+        return SplitData(self, split, arrays, sentences)
+
+    def make_head(self, config):  # called as head(sequence_output, inputs, training=...)
+        return MeanPoolHead(2, name=self.name)
+
+    def example_losses(self, config, outputs, batch):  # [B] losses from the head's outputs
+        return cross_entropy(outputs, tf.cast(batch["label"], tf.int32))
+
+    def evaluate(self, config, data, outputs, tokenizer, output_dir):  # outputs of all rows
+        labels = data.arrays["label"]
+        return {"accuracy": 100.0 * float((outputs.argmax(-1) == labels).mean()),
+                "long": 100.0 * float(labels.mean())}
+
+
+def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
+    """A kind of task the package has never seen (LongReview above: its class, its head and its
+    hparam), registered with one line, trains beside sst through run_finetuning on files this
+    test writes; its hparam is an --hparams key as any other."""
     import run_finetuning
     from electra_tf.finetuning import task_builder
-    from electra_tf.finetuning.config import from_hparams
-    from electra_tf.finetuning.model import ClassificationHead
-    from electra_tf.finetuning.task import SplitData, Task, cross_entropy, pad_rows
+
+    monkeypatch.setattr(task_builder, "TASKS", dict(task_builder.TASKS))  # undone after
+    task_builder.register(LongReview("long"))
+    rng = np.random.default_rng(0)
+    words = "the film was a good bad long slow funny story with great actors".split()
+    directory = finetuning_dir / "finetuning_data" / "long"
+    directory.mkdir()
+    dev = [" ".join(rng.choice(words, size=n)) for n in rng.integers(2, 12, size=16)]
+    (directory / "dev.txt").write_text("\n".join(dev) + "\n")
+    (directory / "train.txt").write_text("\n".join(
+        " ".join(rng.choice(words, size=n)) for n in rng.integers(2, 12, size=48)) + "\n")
+    with pytest.raises(ConfigError, match="did you mean 'long_review_words'"):
+        finetuning_config.from_hparams("tiny", str(finetuning_dir), {"long_review_word": 6})
+
+    hparams = {**TINY_FINETUNING, "task_names": ["sst", "long"], "num_train_epochs": 1,
+               "long_review_words": 6}
+    config = finetuning_config.from_hparams("tiny", str(finetuning_dir), json.dumps(hparams))
+    results = run_finetuning.run(config)
+    assert set(results) == {"sst", "long"} and 0 <= results["long"]["accuracy"] <= 100
+    # The task read its hparam: the share of dev reviews of more than 6 words.
+    assert results["long"]["long"] == pytest.approx(
+        100.0 * np.mean([len(s.split()) > 6 for s in dev]))
+    saved = json.loads((finetuning_dir / "models" / "tiny" / "results" /
+                        "sst,long_config.json").read_text())
+    assert saved["long_review_words"] == 6 and saved["doc_stride"] == 128
+    # docs/finetuning.md's example is this one, as written here.
+    doc = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
+    block = doc.split("### Adding a task")[1].split("```python\n")[1].split("```")[0]
+    code = block[block.index("class MeanPoolHead"):block.index("task_builder.register")]
+    assert code.strip() in (REPO / "tests" / "test_finetuning.py").read_text(encoding="utf-8")
+    assert 'task_builder.register(LongReview("long"))' in block
+
+
+def test_the_registry_refuses_a_taken_task_name_or_hparam_name(monkeypatch):
+    """A kind's hparams join every run's --hparams, so a name must be new to the registry."""
+    from electra_tf.finetuning import task_builder
+
+    monkeypatch.setattr(task_builder, "TASKS", dict(task_builder.TASKS))  # undone after
+    with pytest.raises(ValueError, match="a task named 'sst' is registered already"):
+        task_builder.register(LongReview("sst"))
+
+    @dataclasses.dataclass
+    class Strides(TaskHparams):
+        doc_stride: int = 64
+        learning_rate: float = 1.0
 
     @dataclasses.dataclass(frozen=True)
-    class LongReview(Task):
-        name: str = "long"
+    class Strided(LongReview):
+        hparams_class = Strides
 
-        def load(self, config, split, tokenizer):
-            path = finetuning_dir / "finetuning_data" / "sst" / f"{split}.tsv"
-            sentences = [line.split("\t")[0] for line in path.read_text().splitlines()[1:]]
-            ids = [[101, *row[:config.max_seq_length - 2], 102]
-                   for row in tokenizer.tokenize_to_ids(sentences)]
-            arrays = {"input_ids": pad_rows(ids, config.max_seq_length),
-                      "input_mask": pad_rows([[1] * len(r) for r in ids], config.max_seq_length),
-                      "segment_ids": pad_rows([[]] * len(ids), config.max_seq_length),
-                      "label": np.array([len(s.split()) > 12 for s in sentences], np.float32)}
-            return SplitData(self, split, arrays, sentences)
-
-        def make_head(self, config):
-            return ClassificationHead(2, name=self.name)
-
-        def example_losses(self, config, outputs, batch):
-            return cross_entropy(outputs, tf.cast(batch["label"], tf.int32))
-
-        def evaluate(self, config, data, outputs, tokenizer, output_dir):
-            right = outputs.argmax(-1) == data.arrays["label"]
-            return {"accuracy": 100.0 * float(right.mean())}
-
-    monkeypatch.setitem(task_builder.TASKS, "long", LongReview())
-    hparams = {**TINY_FINETUNING, "task_names": ["sst", "long"], "num_train_epochs": 1}
-    results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
-    assert set(results) == {"sst", "long"} and 0 <= results["long"]["accuracy"] <= 100
+    with pytest.raises(ValueError, match=r"Strides of task 'strided' declares hparams that "
+                                         r"\{'doc_stride': 'QAHparams', 'learning_rate': "
+                                         r"'FinetuningConfig'\} declare already"):
+        task_builder.register(Strided("strided"))
+    assert "strided" not in task_builder.TASKS
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from conftest import tiny_config
 from electra_tf import flops, modeling, pretraining
-from electra_tf.finetuning.model import ClassificationHead, FinetuningModel
+from electra_tf.finetuning.glue import ClassificationHead
+from electra_tf.finetuning.model import FinetuningModel
 
 VOCAB = 300
 

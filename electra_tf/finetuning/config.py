@@ -1,7 +1,9 @@
-"""Every fine-tuning hyperparameter in one place, as the original's configure_finetuning.py.
+"""A fine-tuning run's hyperparameters (hparams.FinetuningConfig) from --hparams, each checked,
+as the original's configure_finetuning.py. The tasks' own hparams (Task.hparams_class) are
+known through the registry (task_builder), by the same names as the rest.
 
 Resolution order (later wins), as the original:
-  1. the original's defaults (the field defaults below),
+  1. the original's defaults (FinetuningConfig's and the tasks' TaskHparams' field defaults),
   2. the user's `--hparams`, then the per-task defaults (one task: each task's own, e.g. RTE and
      STS 10 epochs, QA 512 tokens and 2 epochs, chunking 256 tokens, others 3 epochs; no
      trainable task: no training), the per-size defaults (large: lr 5e-5 and layer-wise decay
@@ -14,126 +16,37 @@ Resolution order (later wins), as the original:
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from typing import Any, ClassVar
+from typing import Any
 
 import tensorflow as tf
 
 from electra_tf import config as config_lib
 from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import task_builder
+from electra_tf.finetuning.hparams import FinetuningConfig
 from electra_tf.finetuning.task import Task
 
 DATA_SOURCES = ("files", "tfds")
 
 
-@dataclasses.dataclass
-class FinetuningConfig(config_lib.TpuHparams):
-    """Fine-tuning hyperparameters. Names and meanings are the original's unless marked "ours".
-    The TPU ones (use_tpu, tpu_name, ...) come from config.TpuHparams."""
+def _new(model_name: str, data_dir: str) -> FinetuningConfig:
+    """The defaults: the original's, and every registered kind of task's own."""
+    return FinetuningConfig(model_name=model_name, data_dir=data_dir, task_hparams={
+        kind: kind() for kind in task_builder.hparams_classes()})
 
-    HPARAMS_DOC: ClassVar[str] = "docs/finetuning.md#hyperparameters"
-    model_name: str
-    data_dir: str
-    debug: bool = False  # tiny model, few examples
-    log_examples: bool = False  # print the first featurized examples
-    num_trials: int = 1  # train+eval runs with different seeds; the median is reported
-    do_train: bool = True
-    do_eval: bool = True
-    keep_all_models: bool = True  # else only the last trial's checkpoints are kept
-    model_size: str = "small"
-    task_names: list = dataclasses.field(default_factory=lambda: ["sst"])
-    model_hparam_overrides: dict = dataclasses.field(default_factory=dict)
-    embedding_size: int | None = None  # hidden size by default
-    vocab_size: int = 30522  # taken from vocab.txt when not given (ours)
-    do_lower_case: bool = True
-    learning_rate: float = 1e-4
-    weight_decay_rate: float = 0.01
-    layerwise_lr_decay: float = 0.8  # > 0: lr x decay^(depth from the top) per layer
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000000
-    iterations_per_loop: int = 1000
-    # The original's default is true; features are built in memory here, never cached on disk.
-    use_tfrecords_if_existing: bool = False
-    write_test_outputs: bool = False  # GLUE submission TSVs / SQuAD predictions for test sets
-    n_writes_test: int = 5  # for the first n trials
-    max_seq_length: int = 128
-    train_batch_size: int = 32
-    eval_batch_size: int = 32
-    predict_batch_size: int = 32
-    double_unordered: bool = True  # MRPC and STS train on both orders of each pair
-    # Question answering (SQuAD).
-    max_query_length: int = 64
-    doc_stride: int = 128
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    answerable_classifier: bool = True
-    answerable_uses_start_logits: bool = True
-    answerable_weight: float = 0.5
-    joint_prediction: bool = True
-    beam_size: int = 20
-    qa_na_threshold: float = -2.75
-    max_unfound_fraction: float = 0.1  # ours: refuse a QA training file with more answers
-    #                                    that are not at their offset
-    # Zero-shot classification (ours): "" and {} take the task's own template and words.
-    zero_shot_template: str = ""  # with {sentence} and {word}; "[SEP]" starts segment B
-    zero_shot_label_words: dict = dataclasses.field(default_factory=dict)  # label -> word
-    # Paths (the original derives them from data_dir and model_name).
-    init_checkpoint: str | None = None  # default DATA_DIR/models/<model_name>
-    vocab_file: str = ""
-    # Ours.
-    fix_layerwise_lr_depths: bool = False  # correct the original's off-by-one (see optimization)
-    # A TF SavedModel of each trained trial (for TF Serving, and for classifying new text
-    # without this package's model code): on by default, so that a finished run can be used.
-    export_saved_model: bool = True
-    keep_best_trial: bool = False  # export the trial with the best dev score to <tasks>_best/
-    data_source: str = "files"  # or "tfds": GLUE from a prepared tensorflow-datasets data_dir
-    tfds_data_dir: str | None = None
-    strategy: str = "default"
-    precision: str = "float32"
-    jit_compile: bool | None = None  # None: on for GPU/TPU, off on CPU
-    kernels: str = "auto"  # fused CPU kernels or the plain reference layers; auto: by device
-    seed: int = 0  # trial k uses seed + k - 1
-    log_steps: int = 100
-    log_seconds: float = 30.0  # a console progress line at least this often
-    nonfinite_patience: int = 20  # steps in a row with a NaN/inf loss that stop the trial
 
-    @property
-    def encoder_size(self) -> str:
-        return self.model_size.rstrip("+")
-
-    def bert_config(self) -> dict[str, Any]:
-        return config_lib.bert_config(self.encoder_size, self.vocab_size,
-                                      self.model_hparam_overrides, self.debug)
-
-    @property
-    def task_string(self) -> str:
-        return ",".join(self.task_names)
-
-    @property
-    def pretrained_model_dir(self) -> str:
-        return os.path.join(self.data_dir, "models", self.model_name)
-
-    def model_dir(self, trial: int) -> str:
-        return os.path.join(self.pretrained_model_dir, "finetuning_models",
-                            f"{self.task_string}_model_{trial}")
-
-    @property
-    def results_dir(self) -> str:
-        return os.path.join(self.pretrained_model_dir, "results")
-
-    def raw_data_dir(self, task_name: str) -> str:
-        return os.path.join(self.data_dir, "finetuning_data", task_name)
-
-    def test_predictions_dir(self, trial: int) -> str:
-        return os.path.join(self.pretrained_model_dir, "test_predictions",
-                            f"{self.task_string}_trial_{trial}")
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+def update(config: FinetuningConfig, hparams: dict[str, Any]) -> None:
+    """Sets hparams, the tasks' by their names as the rest, failing on unknown keys (naming
+    the closest) and wrong types."""
+    owners = {name: config for name in config_lib.valid_keys(FinetuningConfig)}
+    owners.update({name: declared for declared in config.task_hparams.values()
+                   for name in config_lib.valid_keys(type(declared))})
+    for key, value in hparams.items():
+        if key not in owners:
+            raise ConfigError(f"unknown hparam {key!r}{config_lib.did_you_mean([key], owners)}; "
+                              f"every hparam is listed in {FinetuningConfig.HPARAMS_DOC}")
+        config_lib.update(owners[key], {key: value})
 
 
 def _task_and_size_defaults(config: FinetuningConfig) -> dict[str, Any]:
@@ -177,7 +90,8 @@ def validate(c: FinetuningConfig) -> None:
     require(not c.use_tfrecords_if_existing, "use_tfrecords_if_existing",
             "features are built in memory for every run and never written to disk, so there "
             "are no TFRecords to reuse; leave it out (or false)")
-    require(0 <= c.max_unfound_fraction <= 1, "max_unfound_fraction", "must be in [0, 1]")
+    for hparams in c.task_hparams.values():
+        hparams.validate()
     bad = sorted(set(c.model_hparam_overrides) - set(config_lib.BERT_CONFIG_KEYS))
     require(not bad, "model_hparam_overrides",
             f"unknown keys {bad}; valid keys: {list(config_lib.BERT_CONFIG_KEYS)}")
@@ -275,16 +189,16 @@ def from_hparams(model_name: str, data_dir: str,
     if not data_dir:
         raise ConfigError("--data_dir is required (holds finetuning_data/, models/)")
     user = config_lib.load_hparams(hparams)
-    config = FinetuningConfig(model_name=model_name, data_dir=data_dir)
-    config_lib.update(config, user)
+    config = _new(model_name, data_dir)
+    update(config, user)
     if config.init_checkpoint is None and not config.debug:
         config.init_checkpoint = config.pretrained_model_dir
     # The pretrained model decides the architecture (and, unless given, the size preset).
     architecture = config_lib.pretrained_architecture(config, user, config.init_checkpoint)
     if architecture is not None and "model_size" not in user:
         config.model_size = config_lib.preset_size(architecture.discriminator, config.model_size)
-    config_lib.update(config, _task_and_size_defaults(config))
-    config_lib.update(config, user)
+    update(config, _task_and_size_defaults(config))
+    update(config, user)
     if config.use_tpu and config.strategy == "default":
         config.strategy = "tpu"
     _choose_vocab(config, architecture)
@@ -293,5 +207,16 @@ def from_hparams(model_name: str, data_dir: str,
         config.vocab_size = tokens
     if architecture is not None:
         config_lib.take_architecture(config, user, architecture)
+    validate(config)
+    return config
+
+
+def from_saved(saved: dict[str, Any], overrides: dict[str, Any]) -> FinetuningConfig:
+    """The config of a run as it saved it (FinetuningConfig.to_json), with `overrides` checked
+    as --hparams are (run_ensemble.py)."""
+    values = dict(saved)
+    config = _new(values.pop("model_name"), values.pop("data_dir"))
+    update(config, values)
+    update(config, overrides)
     validate(config)
     return config

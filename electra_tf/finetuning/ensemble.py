@@ -221,17 +221,14 @@ def run(paths: Sequence[str], weights: list[float] | None, output_dir: str,
     splits' leaderboard files into output_dir/test_predictions/; output_dir/results.txt and
     results.json hold the members' scores, their median and best, the ensemble's and the
     weights. output_dir is written under a temporary name and renamed when complete."""
-    from electra_tf import config as config_lib
     from electra_tf.finetuning import trainer
-    from electra_tf.finetuning.config import FinetuningConfig, validate
+    from electra_tf.finetuning.config import from_saved
 
     if os.path.exists(output_dir):
         raise EnsembleError(f"--output_dir {output_dir} exists: give a new directory")
     members = [read_member(path) for path in paths]
     check_members(members)
-    config = FinetuningConfig(**members[0].meta["hparams"])
-    config_lib.update(config, overrides)  # names and types checked as run_finetuning's
-    validate(config)
+    config = from_saved(members[0].meta["hparams"], overrides)
     tokenizer = trainer.make_tokenizer(config)
     tasks = trainer.make_tasks(config)
     parent = os.path.dirname(os.path.abspath(output_dir))

@@ -15,8 +15,8 @@ ELECTRA paper averages into its GLUE score, and writes GLUE leaderboard submissi
 As a fine-tuning Task, a GLUE task featurizes as the original's
 classification_tasks.SingleOutputTask: [CLS] A [SEP] (B [SEP]), segment 0 then 1, a pair
 truncated one token at a time from the longer side to max_seq_length - 3, a single text to
-max_seq_length - 2. Its head reads [CLS]; its loss is the cross-entropy, or for STS-B the
-squared error of the score scaled to [0, 1].
+max_seq_length - 2. Its head (ClassificationHead) reads [CLS]; its loss is the cross-entropy,
+or for STS-B the squared error of the score scaled to [0, 1]. Its hparam: `double_unordered`.
 
 >>> task = get_task("rte")
 >>> task.labels, task.label_id("not_entailment"), task.submission_name("test")
@@ -35,17 +35,18 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
+from keras import layers
 from scipy import stats
 from sklearn import metrics
 
-from electra_tf import files
-from electra_tf.finetuning.model import ClassificationHead
+from electra_tf import files, modeling
 from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
-                                        cross_entropy, log_probabilities, most_frequent,
-                                        softmax)
+                                        TaskHparams, cross_entropy, log_probabilities,
+                                        most_frequent, softmax)
+from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:
-    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.finetuning.hparams import FinetuningConfig
     from electra_tf.tokenization import WordPieceTokenizer
 
 
@@ -71,6 +72,39 @@ class _Split:
     result_suffix: str = ""  # a dev split's results are named <task><suffix>, e.g. mnli-mm
 
 
+@register
+class ClassificationHead(layers.Layer):
+    """The [CLS] vector, dropout 0.1, one dense layer to `num_outputs` logits (1 for
+    regression). No pooler, as the original; the dense layer has tf.layers' default Glorot
+    initialisation, as the original's."""
+
+    reads_first_position_only = True  # the encoder's last layer may compute [CLS] alone
+
+    def __init__(self, num_outputs: int, dropout_rate: float = 0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.dropout_rate = dropout_rate
+        self.dropout = modeling.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dense = layers.Dense(num_outputs, name="dense", dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.dense.build((None, input_shape[-1]))
+        self.built = True
+
+    def call(self, sequence_output, features=None, training=None):
+        cls = self.dropout(sequence_output[:, 0], training=training)
+        return tf.cast(self.dense(cls), tf.float32)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "num_outputs": self.num_outputs,
+                "dropout_rate": self.dropout_rate}
+
+
+@dataclasses.dataclass
+class GlueHparams(TaskHparams):
+    double_unordered: bool = True  # MRPC and STS train on both orders of each pair
+
+
 @dataclasses.dataclass(frozen=True)
 class GlueTask(Task):
     """A GLUE task: how to read its splits, score predictions and write a submission."""
@@ -85,6 +119,9 @@ class GlueTask(Task):
     max_value: float = 5.0
     num_train_epochs: float = 3.0  # the original's per-task default
     glue_name: str = ""  # GLUE's own folder for the task (e.g. SST-2), read when ours is absent
+    in_glue_score: bool = True  # averaged into the GLUE score (glue_score)
+
+    hparams_class = GlueHparams
 
     @property
     def is_regression(self) -> bool:
@@ -105,7 +142,8 @@ class GlueTask(Task):
     def read_split(self, config: FinetuningConfig, split: str,
                    double_unordered: bool | None = None) -> list[Example]:
         """The split's examples from the files or tensorflow-datasets, as config says."""
-        double = config.double_unordered if double_unordered is None else double_unordered
+        double = (self.hparams(config).double_unordered if double_unordered is None
+                  else double_unordered)
         if config.data_source == "tfds":
             return read_tfds(self, split, config.tfds_data_dir, double)
         return self.read(self.data_dir(config), split, double)
@@ -307,6 +345,12 @@ class GlueTask(Task):
         """The number the ELECTRA paper averages: MCC (CoLA), Spearman (STS-B), else accuracy."""
         return results[self.main_metric_name]
 
+    @classmethod
+    def benchmark_scores(cls, results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+        """The GLUE score (glue_score) when the results hold a task it averages."""
+        scored = any(name in TASKS and TASKS[name].in_glue_score for name in results)
+        return {"glue_score": glue_score(results)} if scored else {}
+
     def submission_name(self, split: str) -> str:
         """GLUE's file name for this test split's predictions, e.g. MNLI-mm.tsv."""
         name = self._split(split).submission
@@ -396,9 +440,10 @@ TASKS: dict[str, GlueTask] = {task.name: task for task in [
              ("question", "sentence"), glue_name="QNLI"),
     GlueTask("rte", _NLI, _standard("rte", (1, 2, 3), (1, 2), "RTE.tsv"),
              ("sentence1", "sentence2"), num_train_epochs=10.0, glue_name="RTE"),
-    # Not in the original; GLUE's layout as RTE's, labels 0/1 (1: entailment).
+    # Not in the original; GLUE's layout as RTE's, labels 0/1 (1: entailment). Left out of the
+    # GLUE score, as the ELECTRA paper.
     GlueTask("wnli", _BINARY, _standard("wnli", (1, 2, 3), (1, 2), "WNLI.tsv"),
-             ("sentence1", "sentence2"), glue_name="WNLI"),
+             ("sentence1", "sentence2"), glue_name="WNLI", in_glue_score=False),
 ]}
 
 
@@ -410,9 +455,9 @@ def get_task(name: str) -> GlueTask:
 
 def glue_score(results: Mapping[str, Mapping[str, float]]) -> float:
     """The mean main metric over the GLUE tasks in `results` (task name -> score()), without
-    WNLI as the ELECTRA paper; other keys (e.g. squad) are ignored."""
+    WNLI as the ELECTRA paper (in_glue_score); other keys (e.g. squad) are ignored."""
     scores = [TASKS[name].main_metric(task_results) for name, task_results in results.items()
-              if name in TASKS and name != "wnli"]
+              if name in TASKS and TASKS[name].in_glue_score]
     if not scores:
         raise ValueError(f"no GLUE task other than wnli in the results: {list(results)}")
     return float(np.mean(scores))

@@ -43,7 +43,7 @@ from electra_tf.finetuning import tagging
 from electra_tf.finetuning.task import DataError, SplitData
 
 if typing.TYPE_CHECKING:
-    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.finetuning.hparams import FinetuningConfig
     from electra_tf.tokenization import WordPieceTokenizer
 
 # The universal tags (Petrov et al. 2012): "." is punctuation, X foreign words and the rest.

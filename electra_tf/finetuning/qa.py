@@ -1,8 +1,9 @@
 """Extractive question answering as fine-tuning tasks: SQuAD 1.1/2.0 and the MRQA 2019 shared
 task's sets (the original's finetune/qa/qa_tasks.py SQuAD and MRQATask classes).
 
-Both read into squad.QAExample and share the windows, the head (model.SquadHead), the loss and
-the post-processing; they differ in the file format and the official scorer:
+Both read into squad.QAExample and share the windows, the head (SquadHead), the loss, the
+post-processing and the hparams (QAHparams); they differ in the file format and the official
+scorer:
 
   squad, squadv1   DATA_DIR/finetuning_data/<task>/{train,dev,test}.json (SQuAD's schema),
                    scored by SQuAD's official 2.0 / 1.1 scripts.
@@ -24,15 +25,131 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from keras import layers
 
+from electra_tf import fused
+from electra_tf.config import require
 from electra_tf.finetuning import squad
-from electra_tf.finetuning.model import SquadHead
 from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
-                                        cross_entropy)
+                                        TaskHparams, cross_entropy)
+from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:
-    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.finetuning.hparams import FinetuningConfig
     from electra_tf.tokenization import WordPieceTokenizer
+
+
+@register
+class SquadHead(layers.Layer):
+    """The original's SQuAD head (finetune/qa/qa_tasks.py), XLNet-style.
+
+    Answers may start and end only in segment 1 (the context and its final [SEP]) or at [CLS]
+    (position 0): other logits get -1000. With `joint_prediction` the end is predicted from
+    [start representation; token representation] through a 512-unit GELU layer: conditioned
+    on the gold start in training, on each of the `beam_size` best starts at inference, where
+    the outputs are the beam's log-probabilities and indices. The answerability classifier
+    reads [CLS] (and, with `answerable_uses_start_logits`, the start-probability-weighted
+    representation through a 512-unit GELU layer); its logit is positive for *unanswerable*
+    (trained with sigmoid cross-entropy against is_impossible)."""
+
+    def __init__(self, beam_size: int = 20, joint_prediction: bool = True,
+                 answerable_classifier: bool = True, answerable_uses_start_logits: bool = True,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.beam_size = beam_size
+        self.joint_prediction = joint_prediction
+        self.answerable_classifier = answerable_classifier
+        self.answerable_uses_start_logits = answerable_uses_start_logits
+        dense = lambda units, name, act=None: layers.Dense(  # noqa: E731
+            units, activation=act, name=name, dtype=self.dtype_policy)
+        self.start_dense = dense(1, "start_logits")
+        if joint_prediction:
+            self.end_hidden = dense(512, "qa_hidden", fused.gelu)
+            self.end_dense = dense(1, "qa_logits")
+        else:
+            self.end_dense = dense(1, "end_logits")
+        if answerable_classifier:
+            self.answer_hidden = (dense(512, "answerable_hidden", fused.gelu)
+                                  if answerable_uses_start_logits else None)
+            self.answer_dense = dense(1, "answerable_logit")
+
+    def build(self, input_shape):
+        hidden = input_shape[-1]
+        self.start_dense.build((None, hidden))
+        if self.joint_prediction:
+            self.end_hidden.build((None, 2 * hidden))
+            self.end_dense.build((None, 512))
+        else:
+            self.end_dense.build((None, hidden))
+        if self.answerable_classifier:
+            if self.answer_hidden is not None:
+                self.answer_hidden.build((None, 2 * hidden))
+            self.answer_dense.build((None, 512 if self.answer_hidden is not None else hidden))
+        self.built = True
+
+    def call(self, sequence_output, features, training=None):
+        seq_length = sequence_output.shape[1] or tf.shape(sequence_output)[1]
+        answer_mask = tf.cast(features["input_mask"] * features["segment_ids"], tf.float32)
+        answer_mask += tf.one_hot(0, seq_length)
+        bias = 1000.0 * (answer_mask - 1.0)  # [B, L]
+        start_logits = tf.cast(self.start_dense(sequence_output)[..., 0], tf.float32) + bias
+        out = {"start_logits": start_logits}
+        if not self.joint_prediction:
+            out["end_logits"] = tf.cast(self.end_dense(sequence_output)[..., 0],
+                                        tf.float32) + bias
+        elif training:
+            start = tf.gather(sequence_output, features["start_positions"], batch_dims=1)
+            start = tf.broadcast_to(start[:, None], tf.shape(sequence_output))
+            hidden = self.end_hidden(tf.concat([start, sequence_output], -1))
+            out["end_logits"] = tf.cast(self.end_dense(hidden)[..., 0], tf.float32) + bias
+        else:
+            log_probs = tf.nn.log_softmax(start_logits)
+            out["start_top_log_probs"], out["start_top_index"] = tf.nn.top_k(
+                log_probs, k=self.beam_size)
+            start = tf.gather(sequence_output, out["start_top_index"], batch_dims=1)  # [B, K, H]
+            shape = tf.shape(sequence_output)
+            tiled = [shape[0], self.beam_size, shape[1], sequence_output.shape[-1]]
+            hidden = self.end_hidden(tf.concat(
+                [tf.broadcast_to(start[:, :, None], tiled),
+                 tf.broadcast_to(sequence_output[:, None], tiled)], -1))
+            end_logits = tf.cast(self.end_dense(hidden)[..., 0], tf.float32) + bias[:, None]
+            out["end_top_log_probs"], out["end_top_index"] = tf.nn.top_k(
+                tf.nn.log_softmax(end_logits), k=self.beam_size)  # [B, K, K]
+        if self.answerable_classifier:
+            representation = sequence_output[:, 0]
+            if self.answer_hidden is not None:
+                start_probs = tf.cast(tf.nn.softmax(start_logits), sequence_output.dtype)
+                weighted = tf.reduce_sum(start_probs[..., None] * sequence_output, axis=1)
+                representation = self.answer_hidden(tf.concat([representation, weighted], -1))
+            out["answerable_logit"] = tf.cast(self.answer_dense(representation)[:, 0],
+                                              tf.float32)
+        return out
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "beam_size": self.beam_size,
+                "joint_prediction": self.joint_prediction,
+                "answerable_classifier": self.answerable_classifier,
+                "answerable_uses_start_logits": self.answerable_uses_start_logits}
+
+
+@dataclasses.dataclass
+class QAHparams(TaskHparams):
+    """The original's QA hparams (its SQuAD windows, head and decoding), and ours."""
+    max_query_length: int = 64
+    doc_stride: int = 128
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    answerable_classifier: bool = True
+    answerable_uses_start_logits: bool = True
+    answerable_weight: float = 0.5
+    joint_prediction: bool = True
+    beam_size: int = 20
+    qa_na_threshold: float = squad.DEFAULT_NA_THRESHOLD
+    # Ours: refuse a QA training file with more answers that are not at their offset.
+    max_unfound_fraction: float = squad.DEFAULT_MAX_UNFOUND_FRACTION
+
+    def validate(self) -> None:
+        require(0 <= self.max_unfound_fraction <= 1, "max_unfound_fraction", "must be in [0, 1]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +157,8 @@ class QATask(Task):
     """Span extraction over doc_stride windows of a context, as the original's QATask."""
     name: str
     version_2: bool = False  # unanswerable questions, null odds, the answerability classifier
+
+    hparams_class = QAHparams
 
     def defaults(self) -> dict[str, Any]:
         # As the original for every QA task (its test for "qa" in the name missed naturalqs).
@@ -67,8 +186,9 @@ class QATask(Task):
         examples = self.read(config, path, is_training)
         if not examples:
             raise DataError(f"{path} holds no usable questions")
-        features = squad.featurize(examples, tokenizer, config.max_seq_length, config.doc_stride,
-                                   config.max_query_length, is_training)
+        hparams = self.hparams(config)
+        features = squad.featurize(examples, tokenizer, config.max_seq_length, hparams.doc_stride,
+                                   hparams.max_query_length, is_training)
         if config.log_examples:
             print(f"{self.name} {split}: {len(examples)} questions in {len(features)} windows, "
                   f"e.g. {examples[0].question_text!r}", flush=True)
@@ -79,8 +199,9 @@ class QATask(Task):
         return SplitData(self, split, arrays, examples, features, path)
 
     def make_head(self, config: FinetuningConfig) -> SquadHead:
-        return SquadHead(config.beam_size, config.joint_prediction,
-                         config.answerable_classifier, config.answerable_uses_start_logits,
+        hparams = self.hparams(config)
+        return SquadHead(hparams.beam_size, hparams.joint_prediction,
+                         hparams.answerable_classifier, hparams.answerable_uses_start_logits,
                          name=self.name)
 
     def example_losses(self, config: FinetuningConfig, outputs: dict[str, tf.Tensor],
@@ -90,7 +211,8 @@ class QATask(Task):
         loss = (cross_entropy(outputs["start_logits"], batch["start_positions"]) +
                 cross_entropy(outputs["end_logits"], batch["end_positions"])) / 2.0
         if "answerable_logit" in outputs:
-            loss += config.answerable_weight * tf.nn.sigmoid_cross_entropy_with_logits(
+            weight = self.hparams(config).answerable_weight
+            loss += weight * tf.nn.sigmoid_cross_entropy_with_logits(
                 labels=tf.cast(batch["is_impossible"], tf.float32),
                 logits=outputs["answerable_logit"])
         return loss
@@ -101,9 +223,10 @@ class QATask(Task):
         fields = [f.name for f in dataclasses.fields(squad.RawResult)]
         results = [squad.RawResult(**{k: outputs[k][i] for k in fields if k in outputs})
                    for i in range(len(data))]
-        return squad.postprocess(data.examples, data.features, results, config.n_best_size,
-                                 config.max_answer_length, config.joint_prediction,
-                                 config.answerable_classifier, self.version_2,
+        hparams = self.hparams(config)
+        return squad.postprocess(data.examples, data.features, results, hparams.n_best_size,
+                                 hparams.max_answer_length, hparams.joint_prediction,
+                                 hparams.answerable_classifier, self.version_2,
                                  tokenizer=tokenizer)
 
     def evaluate(self, config: FinetuningConfig, data: SplitData,
@@ -169,12 +292,13 @@ class SquadTask(QATask):
 
     def read(self, config: FinetuningConfig, path: str,
              is_training: bool) -> list[squad.QAExample]:
-        return squad.read_squad(path, is_training, self.version_2, config.max_unfound_fraction)
+        return squad.read_squad(path, is_training, self.version_2,
+                                self.hparams(config).max_unfound_fraction)
 
     def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
               null_odds: dict[str, float] | None) -> dict[str, float]:
         return squad.evaluate(path, predictions, null_odds if self.version_2 else None,
-                              self.version_2, na_threshold=config.qa_na_threshold)
+                              self.version_2, na_threshold=self.hparams(config).qa_na_threshold)
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: dict[str, np.ndarray], tokenizer: WordPieceTokenizer,
@@ -184,7 +308,7 @@ class SquadTask(QATask):
         predictions, null_odds, _ = self.predictions(config, data, outputs, tokenizer)
         if self.version_2:
             predictions = squad.apply_na_threshold(predictions, null_odds,
-                                                   config.qa_na_threshold)
+                                                   self.hparams(config).qa_na_threshold)
         out = os.path.join(directory, self.name)
         squad.write_predictions(out, predictions, null_odds if self.version_2 else None)
         return [out]
@@ -219,7 +343,7 @@ class MrqaTask(QATask):
 
     def read(self, config: FinetuningConfig, path: str,
              is_training: bool) -> list[squad.QAExample]:
-        return squad.read_mrqa(path, is_training, config.max_unfound_fraction)
+        return squad.read_mrqa(path, is_training, self.hparams(config).max_unfound_fraction)
 
     def score(self, config: FinetuningConfig, path: str, predictions: dict[str, str],
               null_odds: dict[str, float] | None) -> dict[str, float]:

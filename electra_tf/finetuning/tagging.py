@@ -10,10 +10,10 @@ a test.txt is only read for write_test_outputs.
 
 As the original: the model is trained on the chunks' BIOES tags (the label set: the BIOES tags
 that occur in the task's train, dev and test files, sorted); a word is tagged at its first
-wordpiece by one dense layer (no dropout) over the encoder's output, its loss the cross-entropy
-summed over the sentence's words; every token has segment id 1. Each word is tokenized alone (the original's
-tokenize_and_align); a word with no wordpiece (e.g. control characters only) becomes [UNK] so
-that every word keeps a position.
+wordpiece by one dense layer (no dropout) over the encoder's output (TaggingHead), its loss
+the cross-entropy summed over the sentence's words; every token has segment id 1. Each word is
+tokenized alone (the original's tokenize_and_align); a word with no wordpiece (e.g. control
+characters only) becomes [UNK] so that every word keeps a position.
 
 Scoring is the standard chunk F1 of CoNLL-2000's conlleval script, computed by seqeval (its
 default mode implements conlleval's chunk boundaries): the predicted BIOES tags are decoded into
@@ -41,16 +41,17 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from keras import layers
 from seqeval import metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
 from electra_tf import files
-from electra_tf.finetuning.model import TaggingHead
 from electra_tf.finetuning.task import (Baseline, DataError, SplitData, Task,
                                         log_probabilities, most_frequent, pad_rows, softmax)
+from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:
-    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.finetuning.hparams import FinetuningConfig
     from electra_tf.tokenization import WordPieceTokenizer
 
 SPLITS = ("train", "dev", "test")
@@ -180,6 +181,27 @@ def featurize(words: Sequence[Sequence[str]], labels: Sequence[Sequence[int]],
         "tag_mask": pad_rows([[1] * len(p) for p in positions], max_seq_length, np.float32),
     }
     return arrays, cut
+
+
+@register
+class TaggingHead(layers.Layer):
+    """The original's tagging head: one dense layer to `num_labels` logits (no dropout), here
+    at every position [B, L, num_labels]; the task reads each word's first wordpiece."""
+
+    def __init__(self, num_labels: int, **kwargs):
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.dense = layers.Dense(num_labels, name="dense", dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.dense.build((None, None, input_shape[-1]))
+        self.built = True
+
+    def call(self, sequence_output, features=None, training=None):
+        return tf.cast(self.dense(sequence_output), tf.float32)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "num_labels": self.num_labels}
 
 
 @dataclasses.dataclass(frozen=True)

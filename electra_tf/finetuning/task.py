@@ -2,8 +2,9 @@
 
 A Task says everything run_finetuning.py needs to know about one task: its splits and how each
 split's results are named, how to read and featurize a split, the head it puts on the encoder,
-each example's loss, and how to score predictions and write the leaderboard (test) files. The
-trainer and run_finetuning.py know tasks only through this class; task_builder.py names them.
+each example's loss, the hparams its kind adds, and how to score predictions and write the
+leaderboard (test) files. The trainer and run_finetuning.py know tasks only through this class;
+task_builder.py names them.
 
 Tasks hold no run state: the methods take the FinetuningConfig (and the tokenizer) they need, so
 one instance per task name serves every run. Head outputs are whatever the task's head returns
@@ -24,7 +25,7 @@ import tensorflow as tf
 if typing.TYPE_CHECKING:
     import keras
 
-    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.finetuning.hparams import FinetuningConfig
     from electra_tf.tokenization import WordPieceTokenizer
 
 # The encoder's inputs: int [N, L] arrays every task's features have.
@@ -68,12 +69,32 @@ def most_frequent(values: Iterable[Hashable]) -> Any:
     return min(counts, key=lambda value: (-counts[value], value))
 
 
+@dataclasses.dataclass
+class TaskHparams:
+    """The hparams a kind of task adds to --hparams (Task.hparams_class): a dataclass subclass
+    whose fields are their names, types and defaults. Every run accepts every registered kind's
+    hparams (one --hparams for all its tasks), so a name must be new to the registry."""
+
+    def validate(self) -> None:
+        """Raises config.ConfigError for a value that no task of this kind runs with; checked
+        in every run, whichever its tasks, as every other hparam."""
+
+
 class Task(abc.ABC):
     """One fine-tuning task. Subclass it (and register an instance in task_builder.py) to add a
     task; classification, question answering, tagging and zero-shot tasks are examples."""
 
     name: str
     trainable: ClassVar[bool] = True  # False: evaluated from the pretrained model as it is
+    # The hparams this kind of task adds (a TaskHparams dataclass), read with self.hparams.
+    hparams_class: ClassVar[type[TaskHparams] | None] = None
+
+    def hparams(self, config: FinetuningConfig) -> TaskHparams:
+        """This kind of task's hparams in `config`."""
+        if self.hparams_class not in config.task_hparams:
+            raise ValueError(f"task {self.name}: the config has no {self.hparams_class!r}; "
+                             "build it with config.from_hparams once the task is registered")
+        return config.task_hparams[self.hparams_class]
 
     @property
     def data_name(self) -> str:
@@ -85,7 +106,8 @@ class Task(abc.ABC):
         return {}
 
     def validate(self, config: FinetuningConfig) -> None:
-        """Raises config.ConfigError for hparams this task cannot run with."""
+        """Raises config.ConfigError for hparams this task cannot run with (checked when the
+        task is one of the run's)."""
 
     def dev_splits(self, config: FinetuningConfig) -> list[str]:
         """The splits evaluated after training."""
@@ -136,6 +158,13 @@ class Task(abc.ABC):
                            tokenizer: WordPieceTokenizer, directory: str) -> list[str]:
         """Writes a test split's predictions into directory; returns the paths written."""
         raise NotImplementedError(f"task {self.name} writes no test outputs")
+
+    @classmethod
+    def benchmark_scores(cls, results: dict[str, dict[str, float]]) -> dict[str, float]:
+        """Scores of a benchmark over its tasks (e.g. the GLUE score), from a run's results
+        (result name -> metrics) of tasks of this kind: {name: score}, written to the results
+        JSON as <name>_median. None by default: {}."""
+        return {}
 
     # What ensembles (finetuning/ensemble.py) and best-of-N selection need of a task.
 

@@ -10,8 +10,8 @@ task's own (accuracy; MCC for CoLA).
 What we chose where the paper leaves it open: a word of several wordpieces scores the mean of
 their logits; the sentence is truncated (its last tokens) so that the whole template fits; a
 "[SEP]" in the template ends segment A and starts segment B, as the paper's prompts in the
-second segment. Templates and label words are hparams: `zero_shot_template` and
-`zero_shot_label_words` ({label: word}); {sentence} and {word} must stand apart from the
+second segment. Templates and label words are hparams (ZeroShotHparams): `zero_shot_template`
+and `zero_shot_label_words` ({label: word}); {sentence} and {word} must stand apart from the
 template's letters (whitespace or punctuation around them), so that each piece tokenizes as it
 would in the whole text.
 """
@@ -23,17 +23,19 @@ import os
 import re
 import typing
 import unicodedata
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
+from keras import layers
 
+from electra_tf import modeling
 from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import glue
-from electra_tf.finetuning.model import ReplacedTokenHead
-from electra_tf.finetuning.task import Baseline, SplitData, Task, pad_rows
+from electra_tf.finetuning.task import Baseline, SplitData, Task, TaskHparams, pad_rows
+from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:
-    from electra_tf.finetuning.config import FinetuningConfig
+    from electra_tf.finetuning.hparams import FinetuningConfig
     from electra_tf.tokenization import WordPieceTokenizer
 
 SENTENCE, WORD, SEP = "{sentence}", "{word}", "[SEP]"
@@ -65,6 +67,39 @@ def check_template(template: str) -> None:
                              "template; put a space or punctuation next to it")
 
 
+@register
+class ReplacedTokenHead(layers.Layer):
+    """The pretraining discriminator's replaced-token-detection head as a fine-tuning head:
+    one logit per position [B, L], positive for "replaced" (zero-shot classification reads it
+    at the label word)."""
+
+    def __init__(self, hidden_size: int, hidden_act: str = "gelu", **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.detector = modeling.DiscriminatorHead(hidden_size, hidden_act,
+                                                   name="discriminator_predictions",
+                                                   dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.detector.build(input_shape)
+        self.built = True
+
+    def call(self, sequence_output, features=None, training=None):
+        return self.detector(sequence_output)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "hidden_act": self.hidden_act}
+
+
+@dataclasses.dataclass
+class ZeroShotHparams(TaskHparams):
+    """Ours. "" and {} take the task's own template and words."""
+    zero_shot_template: str = ""  # with {sentence} and {word}; "[SEP]" starts segment B
+    zero_shot_label_words: dict = dataclasses.field(default_factory=dict)  # label -> word
+
+
 @dataclasses.dataclass(frozen=True)
 class ZeroShotTask(Task):
     """A single-sentence GLUE task classified by the replaced-token-detection head."""
@@ -74,6 +109,7 @@ class ZeroShotTask(Task):
     label_words: Mapping[str, str] = dataclasses.field(compare=False)
 
     trainable = False
+    hparams_class = ZeroShotHparams
 
     @property
     def data_name(self) -> str:
@@ -87,8 +123,9 @@ class ZeroShotTask(Task):
 
     def prompt(self, config: FinetuningConfig) -> tuple[str, dict[str, str]]:
         """The template and {label: word} in use: the hparams', else the task's own."""
-        return (config.zero_shot_template or self.template,
-                dict(config.zero_shot_label_words or self.label_words))
+        hparams = self.hparams(config)
+        return (hparams.zero_shot_template or self.template,
+                dict(hparams.zero_shot_label_words or self.label_words))
 
     def validate(self, config: FinetuningConfig) -> None:
         template, words = self.prompt(config)

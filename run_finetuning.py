@@ -276,18 +276,18 @@ def _record(config, data, outputs) -> dict | None:
 
 def run(config, strategy=None) -> dict:
     """Every trial: train (do_train), evaluate on the dev sets (do_eval), write test outputs.
-    Raises training.Preempted when SIGTERM/SIGINT stops a trial (a checkpoint written)."""
+    Raises preemption.Preempted when SIGTERM/SIGINT stops a trial (a checkpoint written)."""
     import keras
     import tensorflow as tf
 
-    from electra_tf import hardware, resume, training
+    from electra_tf import distribution, hardware, resume
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning import ensemble, trainer
 
     finetuning_config.check_locations(config)
     if strategy is None:
-        strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
-                                          config.gcp_project)
+        strategy = distribution.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                              config.gcp_project)
     print(hardware.banner(), flush=True)
     tasks = trainer.make_tasks(config)
     tokenizer = trainer.make_tokenizer(config)
@@ -329,7 +329,7 @@ def run(config, strategy=None) -> dict:
             if config.do_eval:
                 trials.append(progress.results(trial))
             continue
-        with strategy.scope(), training.precision_policy(config.precision):
+        with strategy.scope(), distribution.precision_policy(config.precision):
             model = trainer.build_model(config, tasks)
         if config.do_train:
             if config.init_checkpoint:
@@ -354,7 +354,7 @@ def run(config, strategy=None) -> dict:
             if latest is None:
                 raise FileNotFoundError(f"do_train is false but {model_dir} holds no "
                                         "checkpoint to evaluate; train first")
-            training.checkpoint(model).restore(latest).expect_partial() \
+            resume.checkpoint(model).restore(latest).expect_partial() \
                 .assert_existing_objects_matched()
             print(f"evaluating the fine-tuned checkpoint {latest}", flush=True)
         records = {}

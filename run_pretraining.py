@@ -150,7 +150,8 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     import tensorflow as tf
 
     from electra_tf import config as config_lib
-    from electra_tf import data, hardware, health, pretraining, resume, training
+    from electra_tf import (data, distribution, hardware, health, host_calls, pretraining, resume,
+                            training)
 
     config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
@@ -170,8 +171,8 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         raise config_lib.ConfigError(
             f"hparam {batch_key!r} = {batch_size} is not divisible by the {replicas} replicas "
             f"of strategy {config.strategy!r}")
-    jit = training.use_xla(config.jit_compile, strategy)
-    chief = training.is_chief(strategy)
+    jit = distribution.use_xla(config.jit_compile, strategy)
+    chief = distribution.is_chief(strategy)
 
     print(hardware.banner(), flush=True)
     print(f"strategy {config.strategy} with {replicas} replica(s), precision {config.precision}"
@@ -201,7 +202,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         for line in pretraining.initialize_from(state.model, config.init_checkpoint):
             print(line, flush=True)
 
-    input_ = training.Input(
+    input_ = host_calls.Batches(
         strategy, lambda batch, context, start: data.pretraining_dataset(
             files, batch, config.max_seq_length, input_context=context,
             seed=None if config.seed is None else config.seed + start),
@@ -246,7 +247,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
 def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[str, float]:
     """The original's do_eval: the metrics of the restored checkpoint over num_eval_steps
     batches of eval_tfrecords (fewer when the files end first: they are read once)."""
-    from electra_tf import data, resume, training
+    from electra_tf import data, distribution, host_calls, resume, training
 
     if not checkpointer.restored:
         raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "
@@ -261,7 +262,7 @@ def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[s
     def eval_step(features):
         state.metrics.update(state.model(features, training=False))
 
-    input_ = training.Input(
+    input_ = host_calls.Batches(
         strategy, lambda batch, context, start: data.pretraining_dataset(
             files, batch, config.max_seq_length, is_training=False, input_context=context),
         config.eval_batch_size)
@@ -270,7 +271,7 @@ def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[s
     results = state.metrics.results()
     results.pop("grad_norm", None)
     results["num_examples"] = float(batches * config.eval_batch_size)
-    if training.is_chief(strategy):
+    if distribution.is_chief(strategy):
         resume.write_atomically(config.results_txt, "".join(
             f"{key} = {results[key]}\n" for key in sorted(results)))
         resume.write_atomically(config.results_pkl, pickle.dumps(results))

@@ -1,5 +1,7 @@
 """A run's checkpoints in its model directory: written so that a crash, a full disk or a NaN
 cannot cost more than the steps since the last one, and read back with a fallback.
+`checkpoint(model, **extra)` is what one holds: the model's variables keyed by path, and the
+optimizer, random streams and loss scale beside them.
 
 Saving (Checkpointer.save):
 - refuses non-finite weights (the training loop never applies a non-finite update, so this is
@@ -36,6 +38,7 @@ import shutil
 import tempfile
 from typing import Iterator, Sequence
 
+import keras
 import tensorflow as tf
 
 from electra_tf import files
@@ -52,6 +55,26 @@ class CheckpointError(RuntimeError):
 
 class CheckpointWriteError(OSError):
     """A checkpoint could not be written (the earlier ones are intact)."""
+
+
+def checkpoint(model: keras.Model, **extra) -> tf.train.Checkpoint:
+    """A checkpoint of the model's variables keyed by their paths, plus `extra` trackables
+    (optimizer, RNG, loss scale). TF's object-graph tracking does not see the Keras 3
+    sub-layers kept in lists and dicts (the transformer layers, the fine-tuning heads), so
+    `Checkpoint(model=model)` alone would silently miss them."""
+    variables = {v.path: v for v in model.weights}
+    if len(variables) != len(model.weights):
+        raise ValueError(f"{model.name}: two variables share a path; cannot key them by path")
+    return tf.train.Checkpoint(variables=variables, **extra)
+
+
+def seed_generator_states(model: keras.Model) -> list[tf.Variable]:
+    """The state of the model's dropout seed generators (not among model.weights), in the
+    model's order: checkpointed so that a resumed run draws the same dropout masks as an
+    uninterrupted one. By order, not by path: Keras numbers auto-named seed generators per
+    process (seed_generator_7), so their paths depend on what the process built before."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
 
 
 def _step_of(prefix: str) -> int:

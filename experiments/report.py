@@ -269,9 +269,9 @@ PRETRAINING_PANELS = (("masked_lm_loss", "generator's (BERT's) masked-LM loss"),
 
 def event_scalars(model_dir: str, tags: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
     """tag -> (steps, values) from a run's TensorBoard events (the last value at each step)."""
-    from electra_tf import training
+    from electra_tf import progress
 
-    scalars, _ = training.read_events(model_dir)
+    scalars, _ = progress.read_events(model_dir)
     return {tag: (sorted(scalars[tag]), [scalars[tag][k] for k in sorted(scalars[tag])])
             for tag in tags if tag in scalars}
 

@@ -52,8 +52,9 @@ def make_strategy(config, num_cpu_devices: int = 0):
 def reported_stops() -> Iterator[None]:
     """A training run's stops as a user should see them: a preemption prints its line and
     exits with its code (143 for SIGTERM, 130 for SIGINT); a divergence, an unreadable input
-    file or a checkpoint that cannot be read or written prints `error: ...` and exits 1."""
-    from electra_tf import preemption, resume, training
+    file, a checkpoint that cannot be read or written or another file that cannot be written
+    prints `error: ...` and exits 1."""
+    from electra_tf import files, preemption, resume, training
 
     try:
         yield
@@ -61,5 +62,5 @@ def reported_stops() -> Iterator[None]:
         print(e, flush=True)
         sys.exit(e.exit_code)
     except (training.Diverged, training.InputDataError, resume.CheckpointError,
-            resume.CheckpointWriteError) as e:
+            resume.CheckpointWriteError, files.WriteError) as e:
         fail(str(e))

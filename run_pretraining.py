@@ -117,7 +117,7 @@ def _record_changes(config, saved: dict, step: int) -> None:
     that would not restore are refused earlier (config.check_resumable)."""
     import tensorflow as tf
 
-    from electra_tf import files
+    from electra_tf.files import write_atomically
 
     ours = json.loads(config.to_json())
     changed = {k: [saved.get(k), v] for k, v in ours.items() if saved.get(k, v) != v}
@@ -138,7 +138,7 @@ def _record_changes(config, saved: dict, step: int) -> None:
                   flush=True)
             history = []
     history.append({"step": step, "changed": changed})
-    files.write_atomically(path, json.dumps(history, indent=2))
+    write_atomically(path, json.dumps(history, indent=2))
     print(f"resuming at step {step} with changed hparams: " +
           ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items()) +
           f" (recorded in {path})", flush=True)
@@ -150,8 +150,9 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     import tensorflow as tf
 
     from electra_tf import config as config_lib
-    from electra_tf import (data, distribution, files, hardware, health, host_calls, pretraining,
-                            resume, training)
+    from electra_tf import (data, distribution, hardware, health, host_calls, pretraining, resume,
+                            training)
+    from electra_tf.files import write_atomically
 
     config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
@@ -196,7 +197,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     if checkpointer.restored and saved is not None:
         _record_changes(config, saved, step)
     if chief:
-        files.write_atomically(saved_path, config.to_json())
+        write_atomically(saved_path, config.to_json())
         print(f"config: {saved_path}", flush=True)
     if not checkpointer.restored and config.init_checkpoint:
         for line in pretraining.initialize_from(state.model, config.init_checkpoint):
@@ -248,7 +249,7 @@ def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[s
     """The original's do_eval: the metrics of the restored checkpoint over num_eval_steps
     batches of eval_tfrecords (fewer when the files end first: they are read once)."""
     from electra_tf import data, distribution, host_calls, training
-    from electra_tf.files import write_atomically  # `files` here are the evaluation's
+    from electra_tf.files import write_atomically
 
     if not checkpointer.restored:
         raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "

@@ -134,9 +134,9 @@ class _Trials:
         self._write(finished=False)
 
     def _write(self, finished: bool) -> None:
-        from electra_tf import resume
+        from electra_tf import files
 
-        resume.write_atomically(self.path, json.dumps(
+        files.write_atomically(self.path, json.dumps(
             {"run_id": self.run_id, "fingerprint": self.fingerprint, "trials": self.done,
              "finished": finished}, indent=2))
 
@@ -149,7 +149,7 @@ class _Trials:
         anything else in model_dir."""
         import tensorflow as tf
 
-        from electra_tf import resume
+        from electra_tf import files
 
         marker = os.path.join(model_dir, "trial.json")
         if tf.io.gfile.exists(marker):
@@ -162,7 +162,7 @@ class _Trials:
                 return
         if tf.io.gfile.exists(model_dir):
             tf.io.gfile.rmtree(model_dir)  # as the original: a trial starts afresh
-        resume.write_atomically(marker, json.dumps({"run_id": self.run_id}))
+        files.write_atomically(marker, json.dumps({"run_id": self.run_id}))
 
     def finish(self, trial: int, results: dict, last: bool) -> None:
         self.done[str(trial)] = results
@@ -215,7 +215,7 @@ class _BestTrial:
         is the trial the export already holds (rerun after an interruption)."""
         import tensorflow as tf
 
-        from electra_tf import checkpoints, resume
+        from electra_tf import checkpoints, files, resume
 
         if self.best is not None and score <= self.best["score"] and \
                 trial != self.best["trial"]:
@@ -229,7 +229,7 @@ class _BestTrial:
             checkpoints.export_saved_model(model, os.path.join(building, "saved_model"),
                                            self.config.vocab_file, self.config.do_lower_case)
             model.save_weights(os.path.join(building, "model.weights.h5"))
-        resume.write_atomically(os.path.join(building, "best.json"), json.dumps(best, indent=2))
+        files.write_atomically(os.path.join(building, "best.json"), json.dumps(best, indent=2))
         # The old export is moved aside before the new one takes its name, so that a stop
         # between the renames leaves one whole export (__init__ takes the one aside back).
         aside = self.path + ".old"
@@ -251,7 +251,7 @@ class _BestTrial:
 
 def _write_predictions(config, trial: int, records: dict) -> None:
     """The trial's prediction file (finetuning/ensemble.py describes it)."""
-    from electra_tf import resume
+    from electra_tf import files
     from electra_tf.finetuning import ensemble
 
     if not records:
@@ -260,7 +260,7 @@ def _write_predictions(config, trial: int, records: dict) -> None:
             "seed": config.seed + trial - 1, "hparams": json.loads(config.to_json())}
     path = os.path.join(config.results_dir,
                         ensemble.prediction_file_name(config.task_string, trial))
-    resume.write_atomically(path, ensemble.prediction_file_bytes(meta, records))
+    files.write_atomically(path, ensemble.prediction_file_bytes(meta, records))
 
 
 def _record(config, data, outputs) -> dict | None:
@@ -276,18 +276,18 @@ def _record(config, data, outputs) -> dict | None:
 
 def run(config, strategy=None) -> dict:
     """Every trial: train (do_train), evaluate on the dev sets (do_eval), write test outputs.
-    Raises training.Preempted when SIGTERM/SIGINT stops a trial (a checkpoint written)."""
+    Raises preemption.Preempted when SIGTERM/SIGINT stops a trial (a checkpoint written)."""
     import keras
     import tensorflow as tf
 
-    from electra_tf import hardware, resume, training
+    from electra_tf import distribution, files, hardware, resume
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning import ensemble, trainer
 
     finetuning_config.check_locations(config)
     if strategy is None:
-        strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
-                                          config.gcp_project)
+        strategy = distribution.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                              config.gcp_project)
     print(hardware.banner(), flush=True)
     tasks = trainer.make_tasks(config)
     tokenizer = trainer.make_tokenizer(config)
@@ -312,7 +312,7 @@ def run(config, strategy=None) -> dict:
             test_data += [load(task, split) for split in splits]
     # Written once the data has been read, so that a run refused for its data leaves nothing.
     config_path = os.path.join(config.results_dir, f"{config.task_string}_config.json")
-    resume.write_atomically(config_path, config.to_json())
+    files.write_atomically(config_path, config.to_json())
     print(f"config: {config_path}", flush=True)
 
     trials = []
@@ -329,7 +329,7 @@ def run(config, strategy=None) -> dict:
             if config.do_eval:
                 trials.append(progress.results(trial))
             continue
-        with strategy.scope(), training.precision_policy(config.precision):
+        with strategy.scope(), distribution.precision_policy(config.precision):
             model = trainer.build_model(config, tasks)
         if config.do_train:
             if config.init_checkpoint:
@@ -354,7 +354,7 @@ def run(config, strategy=None) -> dict:
             if latest is None:
                 raise FileNotFoundError(f"do_train is false but {model_dir} holds no "
                                         "checkpoint to evaluate; train first")
-            training.checkpoint(model).restore(latest).expect_partial() \
+            resume.checkpoint(model).restore(latest).expect_partial() \
                 .assert_existing_objects_matched()
             print(f"evaluating the fine-tuned checkpoint {latest}", flush=True)
         records = {}

@@ -117,7 +117,7 @@ def _record_changes(config, saved: dict, step: int) -> None:
     that would not restore are refused earlier (config.check_resumable)."""
     import tensorflow as tf
 
-    from electra_tf import resume
+    from electra_tf.files import write_atomically
 
     ours = json.loads(config.to_json())
     changed = {k: [saved.get(k), v] for k, v in ours.items() if saved.get(k, v) != v}
@@ -138,7 +138,7 @@ def _record_changes(config, saved: dict, step: int) -> None:
                   flush=True)
             history = []
     history.append({"step": step, "changed": changed})
-    resume.write_atomically(path, json.dumps(history, indent=2))
+    write_atomically(path, json.dumps(history, indent=2))
     print(f"resuming at step {step} with changed hparams: " +
           ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items()) +
           f" (recorded in {path})", flush=True)
@@ -150,7 +150,9 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     import tensorflow as tf
 
     from electra_tf import config as config_lib
-    from electra_tf import data, hardware, health, pretraining, resume, training
+    from electra_tf import (data, distribution, hardware, health, host_calls, pretraining, resume,
+                            training)
+    from electra_tf.files import write_atomically
 
     config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
@@ -170,8 +172,8 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         raise config_lib.ConfigError(
             f"hparam {batch_key!r} = {batch_size} is not divisible by the {replicas} replicas "
             f"of strategy {config.strategy!r}")
-    jit = training.use_xla(config.jit_compile, strategy)
-    chief = training.is_chief(strategy)
+    jit = distribution.use_xla(config.jit_compile, strategy)
+    chief = distribution.is_chief(strategy)
 
     print(hardware.banner(), flush=True)
     print(f"strategy {config.strategy} with {replicas} replica(s), precision {config.precision}"
@@ -195,13 +197,13 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     if checkpointer.restored and saved is not None:
         _record_changes(config, saved, step)
     if chief:
-        resume.write_atomically(saved_path, config.to_json())
+        write_atomically(saved_path, config.to_json())
         print(f"config: {saved_path}", flush=True)
     if not checkpointer.restored and config.init_checkpoint:
         for line in pretraining.initialize_from(state.model, config.init_checkpoint):
             print(line, flush=True)
 
-    input_ = training.Input(
+    input_ = host_calls.Batches(
         strategy, lambda batch, context, start: data.pretraining_dataset(
             files, batch, config.max_seq_length, input_context=context,
             seed=None if config.seed is None else config.seed + start),
@@ -246,7 +248,8 @@ def train_or_eval(config, strategy) -> dict[str, float]:
 def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[str, float]:
     """The original's do_eval: the metrics of the restored checkpoint over num_eval_steps
     batches of eval_tfrecords (fewer when the files end first: they are read once)."""
-    from electra_tf import data, resume, training
+    from electra_tf import data, distribution, host_calls, training
+    from electra_tf.files import write_atomically
 
     if not checkpointer.restored:
         raise FileNotFoundError(f"do_eval needs a checkpoint in {config.model_dir}; train first "
@@ -261,7 +264,7 @@ def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[s
     def eval_step(features):
         state.metrics.update(state.model(features, training=False))
 
-    input_ = training.Input(
+    input_ = host_calls.Batches(
         strategy, lambda batch, context, start: data.pretraining_dataset(
             files, batch, config.max_seq_length, is_training=False, input_context=context),
         config.eval_batch_size)
@@ -270,12 +273,12 @@ def _evaluate(config, strategy, state, checkpointer, files: list[str]) -> dict[s
     results = state.metrics.results()
     results.pop("grad_norm", None)
     results["num_examples"] = float(batches * config.eval_batch_size)
-    if training.is_chief(strategy):
-        resume.write_atomically(config.results_txt, "".join(
+    if distribution.is_chief(strategy):
+        write_atomically(config.results_txt, "".join(
             f"{key} = {results[key]}\n" for key in sorted(results)))
-        resume.write_atomically(config.results_pkl, pickle.dumps(results))
+        write_atomically(config.results_pkl, pickle.dumps(results))
         config_path = os.path.join(os.path.dirname(config.results_txt), "eval_config.json")
-        resume.write_atomically(config_path, config.to_json())
+        write_atomically(config_path, config.to_json())
         print(f"config: {config_path}", flush=True)
     print("=" * 30 + " Evaluation " + "=" * 30)
     for key in sorted(results):

@@ -38,7 +38,7 @@ import tensorflow as tf  # noqa: E402
 
 from pretrain_throughput import (SEED, import_torch, machine_report, progress,  # noqa: E402
                                  random_batch, time_calls)
-from electra_tf import training  # noqa: E402
+from electra_tf import host_calls  # noqa: E402
 from electra_tf.finetuning import config as finetuning_config  # noqa: E402
 from electra_tf.finetuning import trainer  # noqa: E402
 
@@ -73,7 +73,7 @@ def bench_ours(task: str, batch: dict[str, np.ndarray], steps: int) -> list[floa
     state = trainer.create_train_state(config, model, tasks, strategy, num_steps=1000)
     dataset = tf.data.Dataset.from_tensors({k: tf.constant(v) for k, v in batch.items()})
     iterator = iter(strategy.distribute_datasets_from_function(lambda _: dataset.repeat()))
-    loop = training.run_steps(strategy, state.step_fn)
+    loop = host_calls.run_steps(strategy, state.step_fn)
     one = tf.constant(1)
 
     def step() -> None:

@@ -9,8 +9,8 @@ Run from the repository root:
 
 What it measures, in one process on this machine:
   * electra_tf: run_pretraining.py's train step (forward and backward under a GradientTape,
-    XLA as training.use_xla decides, then training.apply_gradients and the metrics update),
-    driven by training.run_steps on the default strategy, one step per call.
+    XLA as distribution.use_xla decides, then distribution.apply_gradients and the metrics update),
+    driven by host_calls.run_steps on the default strategy, one step per call.
   * the peer: transformers' ElectraForMaskedLM (generator) and ElectraForPreTraining
     (discriminator) of the same sizes with tied embeddings, the same masking, sampling and loss,
     torch.optim.AdamW and clip_grad_norm_(1.0). Its generator computes vocabulary logits at
@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from electra_tf import config as config_lib  # noqa: E402
-from electra_tf import fused, pretraining, training  # noqa: E402
+from electra_tf import distribution, fused, host_calls, pretraining  # noqa: E402
 from electra_tf.flops import Matmul, pretraining_matmuls, pretraining_step_flops  # noqa: E402
 
 SPECIAL = pretraining.SpecialIds()  # [PAD]=0, [CLS]=101, [SEP]=102, [MASK]=103
@@ -202,8 +202,8 @@ def make_electra_tf_step(config: config_lib.PretrainingConfig, batch: dict[str, 
                          ) -> tuple[Callable[[], None], Callable[[], str], str]:
     """run_pretraining.py's train step on one fixed batch: (step, loss report, XLA
     description). The step returns once the update is applied."""
-    strategy = training.make_strategy(config.strategy)
-    jit = training.use_xla(config.jit_compile, strategy)
+    strategy = distribution.make_strategy(config.strategy)
+    jit = distribution.use_xla(config.jit_compile, strategy)
     state = pretraining.create_state(config, SPECIAL, strategy)
     optimizer, metrics = state.optimizer, state.metrics
     train_step = state.make_train_step(strategy.num_replicas_in_sync, jit)  # run_pretraining's
@@ -211,7 +211,7 @@ def make_electra_tf_step(config: config_lib.PretrainingConfig, batch: dict[str, 
     # One fixed batch, fed as run_pretraining feeds its TFRecords.
     dataset = tf.data.Dataset.from_tensors({k: tf.constant(v) for k, v in batch.items()})
     iterator = iter(strategy.distribute_datasets_from_function(lambda _: dataset.repeat()))
-    loop = training.run_steps(strategy, train_step)
+    loop = host_calls.run_steps(strategy, train_step)
     one = tf.constant(1)
 
     def step() -> None:
@@ -222,7 +222,7 @@ def make_electra_tf_step(config: config_lib.PretrainingConfig, batch: dict[str, 
         loss = metrics.results().get("loss", float("nan"))
         return f"mean loss {loss:.3f} over {int(optimizer.iterations)} steps"
 
-    return step, report, f"XLA {'on' if jit else 'off'} (training.use_xla)"
+    return step, report, f"XLA {'on' if jit else 'off'} (distribution.use_xla)"
 
 
 def bench_electra_tf(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
@@ -482,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"{config.vocab_size}, {n_mlm} masked positions per sequence")
     print(f"- batch {args.batch_size} x seq {args.seq_length}; step time = median of "
           f"{args.steps} timed step(s) after 1 warm-up step; dropout on; random weights")
-    print(f"- electra_tf: run_pretraining's train step (incl. metrics) in training.run_steps, "
+    print(f"- electra_tf: run_pretraining's train step (incl. metrics) in host_calls.run_steps, "
           f"default strategy, 1 replica, {xla}, kernels {args.kernels}")
     if attention is not None:
         print(f"- peer: ElectraForMaskedLM + ElectraForPreTraining with tied embeddings, "

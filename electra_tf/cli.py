@@ -39,11 +39,11 @@ def hide_xla_notice() -> None:
 def make_strategy(config, num_cpu_devices: int = 0):
     """The tf.distribute strategy the config (pretraining's or fine-tuning's) names. Call it
     before anything else runs a TensorFlow op: a multi-worker strategy cannot be made after."""
-    from electra_tf import training
+    from electra_tf import distribution
 
-    training.split_cpu(num_cpu_devices)
-    strategy = training.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
-                                      config.gcp_project)
+    distribution.split_cpu(num_cpu_devices)
+    strategy = distribution.make_strategy(config.strategy, config.tpu_name, config.tpu_zone,
+                                          config.gcp_project)
     hide_xla_notice()
     return strategy
 
@@ -52,14 +52,15 @@ def make_strategy(config, num_cpu_devices: int = 0):
 def reported_stops() -> Iterator[None]:
     """A training run's stops as a user should see them: a preemption prints its line and
     exits with its code (143 for SIGTERM, 130 for SIGINT); a divergence, an unreadable input
-    file or a checkpoint that cannot be read or written prints `error: ...` and exits 1."""
-    from electra_tf import resume, training
+    file, a checkpoint that cannot be read or written or another file that cannot be written
+    prints `error: ...` and exits 1."""
+    from electra_tf import files, preemption, resume, training
 
     try:
         yield
-    except training.Preempted as e:
+    except preemption.Preempted as e:
         print(e, flush=True)
         sys.exit(e.exit_code)
     except (training.Diverged, training.InputDataError, resume.CheckpointError,
-            resume.CheckpointWriteError) as e:
+            resume.CheckpointWriteError, files.WriteError) as e:
         fail(str(e))

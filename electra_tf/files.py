@@ -10,6 +10,10 @@ and gs:// alike.
 'accuracy = 0.9\\n'
 >>> os.listdir(os.path.dirname(path))
 ['results.txt']
+
+A write that fails (a full disk, no permission) raises WriteError, `could not write PATH: why`,
+one line that the command lines print as their error; the old file under that name, if any,
+stays as it was.
 """
 
 from __future__ import annotations
@@ -44,8 +48,27 @@ def renamed_into_place(path: str, suffix: str = "") -> Iterator[str]:
         raise
 
 
+class WriteError(OSError):
+    """A file could not be written; nothing of it is left, and an older file of its name stays."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"could not write {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (TensorFlow's OpErrors carry theirs in .message)."""
+    text = getattr(error, "message", None) or str(error) or type(error).__name__
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
 def write_atomically(path: str, content: str | bytes) -> None:
-    """Writes `content` (text, or bytes) to `path` through a temporary name and a rename."""
-    with renamed_into_place(path) as temporary:
-        with tf.io.gfile.GFile(temporary, "wb" if isinstance(content, bytes) else "w") as f:
-            f.write(content)
+    """Writes `content` (text, or bytes) to `path` through a temporary name and a rename;
+    raises WriteError when it cannot."""
+    try:
+        with renamed_into_place(path) as temporary:
+            with tf.io.gfile.GFile(temporary, "wb" if isinstance(content, bytes) else "w") as f:
+                f.write(content)
+    except (tf.errors.OpError, OSError) as e:
+        raise WriteError(path, first_line(e)) from e

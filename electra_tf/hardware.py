@@ -8,7 +8,8 @@ TF_ENABLE_ONEDNN_OPTS=1 for those CPUs unless the user has set the variable, whi
 wins. TensorFlow reads the variable once, when it is imported, so this module imports no
 TensorFlow at import and runs first, at the top of `electra_tf/__init__.py`, which every entry
 point imports before TensorFlow. `probe_devices()` then imports TensorFlow, dropping CUDA's
-false no-driver error on a machine without an NVIDIA driver.
+false no-driver error on a machine without an NVIDIA driver. `on_cpu()` says whether a
+tf.distribute strategy computes on CPUs only (the model's kernels depend on it).
 
 >>> cpu = CpuInfo(model="AMD EPYC", machine="x86_64", system="Linux", cores=2,
 ...               flags=frozenset({"avx", "avx2", "fma"}))
@@ -237,6 +238,17 @@ def stderr_without(pattern: Pattern[str]) -> Iterator[None]:
                     if not pattern.search(line)]
             if kept:
                 os.write(2, "".join(kept).encode())
+
+
+def on_cpu(strategy) -> bool:
+    """Whether a tf.distribute strategy computes on CPUs only (the model picks its CPU kernels
+    by it)."""
+    import tensorflow as tf
+
+    if not tf.distribute.has_strategy() and strategy is tf.distribute.get_strategy():
+        # The default strategy has no device list; it runs on the first GPU if there is one.
+        return not tf.config.list_logical_devices("GPU")
+    return all("CPU" in d.upper() for d in strategy.extended.worker_devices)
 
 
 def has_nvidia_driver() -> bool:

@@ -41,7 +41,7 @@ import keras
 import tensorflow as tf
 from keras import layers, ops
 
-from electra_tf import fused, training
+from electra_tf import fused, hardware
 
 KERNELS = ("auto", "fused", "reference")
 LAYER_NORM_EPSILON = 1e-12  # the original's contrib layer_norm epsilon; layer_norm_eps's default
@@ -135,7 +135,7 @@ def use_fused_kernels(kernels: str) -> bool:
     if kernels not in KERNELS:
         raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
     if kernels == "auto":
-        return training.on_cpu(tf.distribute.get_strategy())
+        return hardware.on_cpu(tf.distribute.get_strategy())
     return kernels == "fused"
 
 

@@ -18,7 +18,7 @@
   ||param|| / ||update|| (You et al., 2020); LayerNorm and bias variables are not adapted.
 
 Gradient clipping (global norm 1.0) happens in the training step on the all-reduced gradient,
-see training.apply_gradients.
+see distribution.apply_gradients.
 
 >>> import numpy as np, keras
 >>> schedule = WarmupPolynomialDecay(1e-3, num_train_steps=100, num_warmup_steps=10)

@@ -44,7 +44,8 @@ import os
 import keras
 import tensorflow as tf
 
-from electra_tf import checkpoints, fused, masking, modeling, objectives, optimization, training
+from electra_tf import (checkpoints, distribution, fused, masking, modeling, objectives,
+                        optimization, resume)
 from electra_tf.config import PretrainingConfig
 from electra_tf.generators import (Generated, MaskedLMGenerator, ResidualEmbeddings,
                                    TwoTowerGenerator, UniformGenerator)
@@ -366,17 +367,17 @@ class PretrainingState:
     optimizer: keras.optimizers.Optimizer
     metrics: PretrainingMetrics
     rng: tf.random.Generator
-    loss_scale: training.DynamicLossScale | None
+    loss_scale: distribution.DynamicLossScale | None
 
     def checkpoint(self) -> tf.train.Checkpoint:
         parts = {"optimizer": self.optimizer, "rng": self.rng}
         if self.loss_scale is not None:
             parts["loss_scale"] = self.loss_scale
-        return training.checkpoint(self.model, **parts)
+        return resume.checkpoint(self.model, **parts)
 
     def make_train_step(self, num_replicas: int, jit_compile: bool):
         """The per-replica training step: forward and backward (XLA-compiled when asked), then
-        training.apply_gradients (all-reduce, clip, AdamW) and the metrics. Two-stage
+        distribution.apply_gradients (all-reduce, clip, AdamW) and the metrics. Two-stage
         training's stage follows the optimizer's step inside the step."""
         model, variables, loss_scale = self.model, self.model.trainable_variables, self.loss_scale
         n = model.switch_step
@@ -400,13 +401,13 @@ class PretrainingState:
             return tf.cond(self.optimizer.iterations < n, lambda: gradients(features, 1),
                            lambda: gradients(features, 2))
 
-        forward_backward = training.maybe_jit(forward_backward, jit_compile)
+        forward_backward = distribution.maybe_jit(forward_backward, jit_compile)
 
         def train_step(features):
             if n is not None:
                 self._start_discriminator_from_generator()
             grads, out = forward_backward(features)
-            norm = training.apply_gradients(self.optimizer, grads, variables, loss_scale)
+            norm = distribution.apply_gradients(self.optimizer, grads, variables, loss_scale)
             self.metrics.update(out, norm)
 
         return train_step
@@ -435,7 +436,7 @@ def create_state(config: PretrainingConfig, special: SpecialIds,
     strategy's scope and the config's precision policy."""
     if config.seed is not None:
         keras.utils.set_random_seed(config.seed)  # dropout and initial weights
-    with training.precision_policy(config.precision), strategy.scope():
+    with distribution.precision_policy(config.precision), strategy.scope():
         rng = (tf.random.Generator.from_seed(config.seed) if config.seed is not None
                else tf.random.Generator.from_non_deterministic_state())
         model = PretrainingModel(config, special, rng)
@@ -449,7 +450,7 @@ def create_state(config: PretrainingConfig, special: SpecialIds,
         if n is not None:
             optimizer.freeze(model.generator_variables(), lambda: optimizer.iterations >= n)
             optimizer.freeze(model.discriminator_variables(), lambda: optimizer.iterations < n)
-        loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
+        loss_scale = (distribution.DynamicLossScale() if config.precision == "mixed_float16"
                       else None)
         return PretrainingState(model, optimizer, PretrainingMetrics(model), rng, loss_scale)
 

@@ -1,5 +1,7 @@
 """A run's checkpoints in its model directory: written so that a crash, a full disk or a NaN
 cannot cost more than the steps since the last one, and read back with a fallback.
+`checkpoint(model, **extra)` is what one holds: the model's variables keyed by path, and the
+optimizer, random streams and loss scale beside them.
 
 Saving (Checkpointer.save):
 - refuses non-finite weights (the training loop never applies a non-finite update, so this is
@@ -36,9 +38,11 @@ import shutil
 import tempfile
 from typing import Iterator, Sequence
 
+import keras
 import tensorflow as tf
 
 from electra_tf import files
+from electra_tf.files import first_line
 
 PREFIX = "ckpt"
 _STEP = re.compile(rf"^{PREFIX}-(\d+)$")
@@ -54,14 +58,29 @@ class CheckpointWriteError(OSError):
     """A checkpoint could not be written (the earlier ones are intact)."""
 
 
+def checkpoint(model: keras.Model, **extra) -> tf.train.Checkpoint:
+    """A checkpoint of the model's variables keyed by their paths, plus `extra` trackables
+    (optimizer, RNG, loss scale). TF's object-graph tracking does not see the Keras 3
+    sub-layers kept in lists and dicts (the transformer layers, the fine-tuning heads), so
+    `Checkpoint(model=model)` alone would silently miss them."""
+    variables = {v.path: v for v in model.weights}
+    if len(variables) != len(model.weights):
+        raise ValueError(f"{model.name}: two variables share a path; cannot key them by path")
+    return tf.train.Checkpoint(variables=variables, **extra)
+
+
+def seed_generator_states(model: keras.Model) -> list[tf.Variable]:
+    """The state of the model's dropout seed generators (not among model.weights), in the
+    model's order: checkpointed so that a resumed run draws the same dropout masks as an
+    uninterrupted one. By order, not by path: Keras numbers auto-named seed generators per
+    process (seed_generator_7), so their paths depend on what the process built before."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
 def _step_of(prefix: str) -> int:
     match = _STEP.match(os.path.basename(prefix))
     return int(match.group(1)) if match else -1
-
-
-def _first_line(error: BaseException) -> str:
-    text = getattr(error, "message", None) or str(error) or type(error).__name__
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
 def _is_local(path: str) -> bool:
@@ -77,7 +96,7 @@ def _damaged_state(directory: str) -> str | None:
     try:
         return None if tf.train.get_checkpoint_state(directory) else "it does not parse"
     except ValueError as e:
-        return _first_line(e)
+        return first_line(e)
 
 
 def all_finite(variables: Sequence[tf.Variable]) -> bool:
@@ -124,7 +143,7 @@ class Checkpointer(tf.train.CheckpointManager):
                 tf.train.get_checkpoint_state(directory)
             except ValueError as e:
                 raise CheckpointError(
-                    f"{os.path.join(directory, 'checkpoint')} is damaged ({_first_line(e)}): "
+                    f"{os.path.join(directory, 'checkpoint')} is damaged ({first_line(e)}): "
                     "rerun the training command, which rebuilds it from the checkpoints on "
                     "disk, or delete it (the checkpoints stay)") from None
         self.restored = self._restore(checkpoint, tidy)
@@ -146,7 +165,7 @@ class Checkpointer(tf.train.CheckpointManager):
             tf.io.gfile.remove(probe)
         except (tf.errors.OpError, OSError) as e:
             raise CheckpointWriteError(f"model_dir {directory} is not writable: "
-                                       f"{_first_line(e)}") from None
+                                       f"{first_line(e)}") from None
         for temp in tf.io.gfile.glob(os.path.join(directory, f"{PREFIX}-*_temp")):
             print(f"removing {temp}, left by an interrupted save", flush=True)
             tf.io.gfile.rmtree(temp)
@@ -229,11 +248,11 @@ class Checkpointer(tf.train.CheckpointManager):
             except (AssertionError, ValueError) as e:
                 raise CheckpointError(
                     f"{prefix} does not fit this run's model and optimizer "
-                    f"({_first_line(e)}); resume with the hparams it was written with, or "
+                    f"({first_line(e)}); resume with the hparams it was written with, or "
                     "use a new model_name") from None
             except Exception as e:  # anything unreadable: truncated, zeroed, missing data
-                failures.append(f"{os.path.basename(prefix)}: {_first_line(e)}")
-                print(f"{prefix} cannot be read ({_first_line(e)}); trying an older "
+                failures.append(f"{os.path.basename(prefix)}: {first_line(e)}")
+                print(f"{prefix} cannot be read ({first_line(e)}); trying an older "
                       "checkpoint", flush=True)
                 continue
             if failures:
@@ -278,7 +297,7 @@ class Checkpointer(tf.train.CheckpointManager):
             status.expect_partial()
             status.assert_existing_objects_matched()
         except Exception as e:
-            print(f"{what} could not be restored from {self.restored} ({_first_line(e)}): "
+            print(f"{what} could not be restored from {self.restored} ({first_line(e)}): "
                   "starting it afresh", flush=True)
             return False
         print(f"restored {what}", flush=True)
@@ -320,7 +339,7 @@ class Checkpointer(tf.train.CheckpointManager):
         except (tf.errors.OpError, OSError) as e:
             self._remove_partial(prefix)
             raise CheckpointWriteError(
-                f"could not write the checkpoint {prefix}: {_first_line(e)}; nothing of it is "
+                f"could not write the checkpoint {prefix}: {first_line(e)}; nothing of it is "
                 f"left behind and the earlier checkpoints are intact{self._latest_note()}. "
                 "Free space or fix the permissions of model_dir and rerun to resume") from None
         self._last_size = _size_of(path) or self._last_size
@@ -371,11 +390,7 @@ def writing(what: str, then: str = "") -> Iterator[None]:
         yield
     except CheckpointWriteError:
         raise
+    except files.WriteError as e:  # a file of what the block writes: its reason, not its name
+        raise CheckpointWriteError(f"could not write {what}: {e.reason}{then}") from None
     except (tf.errors.OpError, OSError) as e:
-        raise CheckpointWriteError(f"could not write {what}: {_first_line(e)}{then}") from None
-
-
-def write_atomically(path: str, content: str | bytes) -> None:
-    """files.write_atomically for a run's own files, failing as `writing` says."""
-    with writing(path):
-        files.write_atomically(path, content)
+        raise CheckpointWriteError(f"could not write {what}: {first_line(e)}{then}") from None

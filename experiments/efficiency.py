@@ -14,9 +14,9 @@ One command runs the whole experiment and can be rerun to resume (finished runs 
      the run, then linear decay to 0). ELECTRA runs `electra_steps`; BERT (`mlm`) runs the steps
      that cost the same pretraining FLOPs (electra_tf.flops), so it gets more of them; both
      keep a checkpoint at each of `curve_points` FLOP budgets (halving from the end) for the
-     score-vs-FLOPs curve. The Table 5 objectives (electra_15, replace_mlm, all_tokens_mlm,
-     where the installed electra_tf has them) run `electra_steps`, as the paper compares them
-     at equal steps.
+     score-vs-FLOPs curve. The Table 5 objectives (electra_15, replace_mlm, all_tokens_mlm)
+     run `electra_steps`, as the paper compares them at equal steps. The plan (budgets,
+     objectives, runs) is experiments/efficiency_plan.py.
   3. fine-tuning through run_finetuning.py: every kept checkpoint's discriminator (exported to
      a .keras model) and a randomly initialised one (no pretraining) on every task, `trials`
      seeds each. The learning rate is swept at each objective's last checkpoint and without
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import dataclasses
 import json
 import os
 import shutil
@@ -55,72 +54,12 @@ for path in (REPO, os.path.join(REPO, "experiments")):
         sys.path.insert(0, path)
 
 import downstream  # noqa: E402
+import efficiency_plan  # noqa: E402
+import report  # noqa: E402
+from efficiency_plan import Budget, PretrainRun  # noqa: E402
 
-TABLE5_OBJECTIVES = ("electra_15", "replace_mlm", "all_tokens_mlm")
 NO_PRETRAINING = "no_pretraining"
-# The paper's Table 5 (ELECTRA-Base-sized models, GLUE dev score).
-PAPER_TABLE5 = {"electra": 85.0, "all_tokens_mlm": 84.3, "replace_mlm": 82.4,
-                "electra_15": 82.4, "mlm": 82.2}
-PRETRAIN_SEED = 1
 FINETUNE_SEED = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """Everything that sizes the experiment; every objective gets the same."""
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    embedding_size: int
-    generator_fraction: float  # the generator's hidden size as a share of the discriminator's
-    seq_length: int
-    batch_size: int
-    electra_steps: int  # ELECTRA's pretraining steps; the Table 5 objectives run the same
-    curve_points: int  # FLOP budgets on the curve: electra_steps / 2^k, k < curve_points
-    learning_rate: float  # pretraining
-    warmup_fraction: float
-    task_sizes: dict[str, int]  # train/dev/test examples per built task
-    trials: int  # fine-tuning seeds per (checkpoint, task, learning rate)
-    finetune_lrs: tuple[float, ...]
-    finetune_epochs: float
-    finetune_seq_length: int
-    finetune_batch_size: int
-    # None: BERT's uncased WordPiece vocabulary (30,522 tokens); a number: a vocabulary of about
-    # that size learned from the pretraining text by pretrain_data/build_vocab.py.
-    vocab_size: int | None = None
-
-    def model_hparams(self) -> dict[str, Any]:
-        """The transformer shape, as run_pretraining.py and run_finetuning.py take it."""
-        return {"model_size": "small", "embedding_size": self.embedding_size,
-                "model_hparam_overrides": {"hidden_size": self.hidden_size,
-                                           "num_hidden_layers": self.num_layers,
-                                           "num_attention_heads": self.num_heads,
-                                           "intermediate_size": 4 * self.hidden_size}}
-
-
-BUDGETS = {
-    # The pipeline end to end in about a minute and a half (CI): a tiny model, one task.
-    "smoke": Budget(hidden_size=32, num_layers=2, num_heads=2, embedding_size=32,
-                    generator_fraction=0.25, seq_length=128, batch_size=8, electra_steps=8,
-                    curve_points=2, learning_rate=1e-3, warmup_fraction=0.1,
-                    task_sizes={"train": 64, "dev": 32, "test": 32}, trials=2,
-                    finetune_lrs=(1e-3,), finetune_epochs=1.0, finetune_seq_length=64,
-                    finetune_batch_size=32),
-    # A first look at ELECTRA against BERT at the full run's model size: the end of each run.
-    "pilot": Budget(hidden_size=128, num_layers=4, num_heads=2, embedding_size=128,
-                    generator_fraction=0.25, seq_length=128, batch_size=32, electra_steps=400,
-                    curve_points=1, learning_rate=1e-3, warmup_fraction=0.1,
-                    task_sizes=downstream.DEFAULT_SIZES, trials=3, finetune_lrs=(3e-4,),
-                    finetune_epochs=2.0, finetune_seq_length=64, finetune_batch_size=32),
-    # A learned 8k vocabulary: with BERT's 30,522 tokens the output layer is a third of a step
-    # and the pilot's models never left the unigram stage.
-    "full": Budget(hidden_size=128, num_layers=4, num_heads=2, embedding_size=128,
-                   generator_fraction=0.25, seq_length=128, batch_size=32, electra_steps=1600,
-                   curve_points=4, learning_rate=1e-3, warmup_fraction=0.1,
-                   task_sizes=downstream.DEFAULT_SIZES, trials=5, finetune_lrs=(3e-4, 1e-3),
-                   finetune_epochs=2.0, finetune_seq_length=64, finetune_batch_size=32,
-                   vocab_size=8192),
-}
 
 
 # ----------------------------------------------------------------------------- bookkeeping
@@ -218,93 +157,6 @@ def run_logged(command: Sequence[str], log_path: str,
     return spent
 
 
-# ----------------------------------------------------------------------------- the plan
-
-def objective_hparams(objective: str) -> dict[str, Any]:
-    """The hparams that select an objective: `objective` where the installed config has it,
-    else the original's electra_objective switch."""
-    from electra_tf import config as config_lib
-
-    if "objective" in config_lib.valid_keys():
-        return {"objective": objective}
-    if objective in ("electra", "mlm"):
-        return {"electra_objective": objective == "electra"}
-    raise ValueError(f"--objectives: this electra_tf has no objective {objective!r} (its "
-                     "config has no 'objective' hparam); use electra and mlm")
-
-
-def available_objectives() -> list[str]:
-    from electra_tf import config as config_lib
-
-    extra = list(TABLE5_OBJECTIVES) if "objective" in config_lib.valid_keys() else []
-    return ["electra", "mlm", *extra]
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainRun:
-    objective: str
-    steps: int
-    save_every: int
-    step_flops: float
-
-    @property
-    def name(self) -> str:
-        return f"pretrain_{self.objective}"
-
-    def checkpoints(self, curve_points: int) -> list[int]:
-        """The kept steps: the run's last `curve_points` halvings (only the end for runs
-        compared at equal steps)."""
-        if self.save_every == self.steps:
-            return [self.steps]
-        return [self.steps >> k for k in reversed(range(curve_points))]
-
-
-def pretraining_hparams(budget: Budget, objective: str, steps: int,
-                        save_every: int) -> dict[str, Any]:
-    return {**budget.model_hparams(), **objective_hparams(objective),
-            "generator_hidden_size": budget.generator_fraction,
-            "max_seq_length": budget.seq_length, "train_batch_size": budget.batch_size,
-            "num_train_steps": steps, "num_warmup_steps": round(budget.warmup_fraction * steps),
-            "learning_rate": budget.learning_rate, "save_checkpoints_steps": save_every,
-            "keep_checkpoint_max": 0, "iterations_per_loop": min(50, save_every),
-            "text_summary_steps": 0, "seed": PRETRAIN_SEED}
-
-
-def step_flops(budget: Budget, data_dir: str, objective: str) -> float:
-    from electra_tf import config as config_lib
-    from electra_tf import flops
-
-    config = config_lib.from_hparams("flops", data_dir,
-                                     pretraining_hparams(budget, objective, 1, 1))
-    return flops.pretraining_step_flops(config)
-
-
-def plan_pretraining(budget: Budget, data_dir: str, objectives: Sequence[str]) -> list[PretrainRun]:
-    """ELECTRA and BERT with checkpoints at equal FLOPs; the others at ELECTRA's steps.
-    ELECTRA's steps must halve evenly curve_points - 1 times; BERT's checkpoint interval is
-    the whole number of its steps closest to ELECTRA's in FLOPs, so each of its checkpoints
-    costs ELECTRA's FLOPs to within half a step per interval (the report gives the exact
-    FLOPs of every checkpoint)."""
-    unit = budget.electra_steps >> (budget.curve_points - 1)
-    if unit << (budget.curve_points - 1) != budget.electra_steps:
-        raise ValueError(f"electra_steps {budget.electra_steps} does not halve evenly "
-                         f"{budget.curve_points - 1} times")
-    electra_flops = step_flops(budget, data_dir, "electra")
-    runs = []
-    for objective in objectives:
-        flops = step_flops(budget, data_dir, objective)
-        if objective == "electra":
-            runs.append(PretrainRun(objective, budget.electra_steps, unit, flops))
-        elif objective == "mlm":
-            bert_unit = round(unit * electra_flops / flops)
-            runs.append(PretrainRun(objective, bert_unit << (budget.curve_points - 1),
-                                    bert_unit, flops))
-        else:
-            runs.append(PretrainRun(objective, budget.electra_steps, budget.electra_steps,
-                                    flops))
-    return runs
-
-
 # ----------------------------------------------------------------------------- the stages
 
 def pretraining_data(out: str, corpus: str, budget: Budget, bert_vocab: str) -> str:
@@ -366,7 +218,8 @@ def pretrain(run: PretrainRun, budget: Budget, data_dir: str, out: str) -> dict:
     done = os.path.join(out, "results", "pretrain", f"{run.objective}.json")
     if os.path.exists(done):
         return read_json(done)
-    hparams = pretraining_hparams(budget, run.objective, run.steps, run.save_every)
+    hparams = efficiency_plan.pretraining_hparams(budget, run.objective, run.steps,
+                                                  run.save_every)
     log(f"pretraining {run.objective}: {run.steps} steps, checkpoints every {run.save_every}")
     usage = run_logged([sys.executable, "run_pretraining.py", "--data_dir", data_dir,
                         "--model_name", run.name, "--hparams", json.dumps(hparams)],
@@ -390,7 +243,7 @@ def export_discriminator(run: PretrainRun, step: int, budget: Budget, data_dir: 
     from electra_tf import checkpoints, pretraining
     from electra_tf import config as config_lib
 
-    config = config_lib.from_hparams(run.name, data_dir, pretraining_hparams(
+    config = config_lib.from_hparams(run.name, data_dir, efficiency_plan.pretraining_hparams(
         budget, run.objective, run.steps, run.save_every))
     vocab = pretraining.load_vocab(config.vocab_file)
     state = pretraining.create_state(config, pretraining.SpecialIds.from_vocab(vocab),
@@ -538,7 +391,7 @@ def probe(name: str, budget: Budget, data_dir: str, out: str, tasks: Sequence[st
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="working directory (data, runs, results)")
-    parser.add_argument("--budget", default="full", choices=sorted(BUDGETS))
+    parser.add_argument("--budget", default="full", choices=sorted(efficiency_plan.BUDGETS))
     parser.add_argument("--tasks", default=",".join(downstream.TASK_NAMES),
                         help="GLUE task names (directories of the task data)")
     parser.add_argument("--task_data", default=None,
@@ -546,8 +399,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "test.tsv, test_labels.tsv) instead of the built ones")
     parser.add_argument("--objectives", default=None,
                         help="comma-separated; default: electra, mlm and the Table 5 "
-                             "objectives this electra_tf has (each is sized from ELECTRA's "
-                             "FLOPs or steps, which need no ELECTRA run)")
+                             "objectives (each is sized from ELECTRA's FLOPs or steps, which "
+                             "need no ELECTRA run)")
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--workers", type=int, default=1,
                         help="runs side by side, each on cpu_count / workers threads (small "
@@ -559,8 +412,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.out = os.path.abspath(args.out)  # the runs' subprocesses work in the repository
     args.tasks = [t for t in args.tasks.split(",") if t]
     args.objectives = (args.objectives.split(",") if args.objectives
-                       else available_objectives())
-    known = available_objectives()
+                       else list(efficiency_plan.OBJECTIVES))
+    known = efficiency_plan.OBJECTIVES
     unknown = sorted(set(args.objectives) - set(known))
     if unknown:
         parser.error(f"--objectives: unknown {unknown}; choose from {', '.join(known)}")
@@ -590,8 +443,6 @@ def objective_runs(run: PretrainRun | None, budget: Budget, tasks: Sequence[str]
     """One objective end to end: pretraining, exports, the learning-rate sweep at its last
     checkpoint, then its curve's earlier checkpoints at the rate chosen for each task.
     run None: the model without pretraining (the sweep only)."""
-    import report
-
     if run is None:
         final, steps, pretrained = NO_PRETRAINING, [], False
     else:
@@ -614,11 +465,11 @@ def objective_runs(run: PretrainRun | None, budget: Budget, tasks: Sequence[str]
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    budget = BUDGETS[args.budget]
+    budget = efficiency_plan.BUDGETS[args.budget]
     share_cores(args.workers)
     start = time.time()
     data_dir = prepare_data(args.out, args.shared_data, budget, args.tasks, args.task_data)
-    runs = plan_pretraining(budget, data_dir, args.objectives)
+    runs = efficiency_plan.plan_pretraining(budget, data_dir, args.objectives)
     sweep = len(budget.finetune_lrs) * len(args.tasks)
     total = sweep * (len(runs) + 1) + sum(
         len(run.checkpoints(budget.curve_points)) - 1 for run in runs) * len(args.tasks)
@@ -634,8 +485,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         for step in run.checkpoints(budget.curve_points):
             probe(f"{run.objective}_{step}", budget, data_dir, args.out, args.tasks)
     probe(NO_PRETRAINING, budget, data_dir, args.out, args.tasks)
-    import report
-
     written = report.write(args.out, args.report_dir, budget, runs, args.tasks)
     log(f"done in {time.time() - start:.0f} s; wrote {', '.join(written)}")
 

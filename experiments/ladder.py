@@ -51,6 +51,7 @@ for path in (REPO, os.path.join(REPO, "experiments")):
 
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
+import efficiency_plan  # noqa: E402
 import records  # noqa: E402
 from efficiency import log  # noqa: E402
 
@@ -76,7 +77,7 @@ class Ladder:
     # The model, sequence length, batch, peak learning rate, vocabulary, and the fine-tuning
     # seeds, learning rates, batch and sst's sizes (its electra_steps and curve_points are
     # not used: the rungs below replace them).
-    budget: efficiency.Budget
+    budget: efficiency_plan.Budget
     min_flops: float  # the smallest rung's pretraining FLOPs
     max_flops: float  # the largest's
     rungs: int  # log-spaced between them
@@ -94,11 +95,11 @@ class Ladder:
 
 
 FULL_BUDGET = dataclasses.replace(
-    efficiency.BUDGETS["full"], trials=5, finetune_lrs=(3e-4, 1e-3), finetune_batch_size=32,
+    efficiency_plan.BUDGETS["full"], trials=5, finetune_lrs=(3e-4, 1e-3), finetune_batch_size=32,
     task_sizes=downstream.DEFAULT_SIZES)
 LADDERS = {
     # The pipeline end to end in a few minutes (the slow test): a tiny model, 2 rungs.
-    "smoke": Ladder(budget=efficiency.BUDGETS["smoke"], min_flops=1e10, max_flops=2e10,
+    "smoke": Ladder(budget=efficiency_plan.BUDGETS["smoke"], min_flops=1e10, max_flops=2e10,
                     rungs=2, tasks=(TaskProtocol("pos", 1.0, 64), TaskProtocol("sst", 1.0, 64)),
                     pos_train_sentences=40, save_every=4),
     # Issue 26's ladder: 7 rungs from 1e13 to 1e15 FLOPs (a factor 2.15 apart), the full
@@ -157,7 +158,7 @@ def plan(ladder: Ladder, data_dir: str, objectives: Sequence[str] = OBJECTIVES) 
     the decay are the same FLOPs (shares) for both."""
     climbs = []
     for objective in objectives:
-        flops = efficiency.step_flops(ladder.budget, data_dir, objective)
+        flops = efficiency_plan.step_flops(ladder.budget, data_dir, objective)
         warmup = round(ladder.warmup_fraction * ladder.min_flops / flops)
         rungs = []
         for index, budget in enumerate(ladder.rung_flops()):
@@ -175,8 +176,8 @@ def plan(ladder: Ladder, data_dir: str, objectives: Sequence[str] = OBJECTIVES) 
 def pretraining_hparams(ladder: Ladder, climb: Climb, steps: int,
                         decay_steps: int) -> dict[str, Any]:
     """run_pretraining.py's hparams for the trunk (decay_steps 0) up to `steps` or a branch."""
-    hparams = efficiency.pretraining_hparams(ladder.budget, climb.objective, steps,
-                                             ladder.save_every)
+    hparams = efficiency_plan.pretraining_hparams(ladder.budget, climb.objective, steps,
+                                                  ladder.save_every)
     hparams.update(lr_schedule="wsd", lr_decay_steps=decay_steps,
                    num_warmup_steps=climb.warmup_steps, keep_checkpoint_max=2)
     return hparams

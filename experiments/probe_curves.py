@@ -38,6 +38,7 @@ for path in (REPO, os.path.join(REPO, "experiments")):
         sys.path.insert(0, path)
 
 import efficiency  # noqa: E402
+import efficiency_plan  # noqa: E402
 import report  # noqa: E402
 from efficiency import log, read_json, write_json  # noqa: E402
 
@@ -71,12 +72,12 @@ def parse_run(text: str) -> tuple[float, int]:
     return learning_rate, steps
 
 
-def plan(budget: efficiency.Budget, data_dir: str, runs: Sequence[tuple[float, int]],
+def plan(budget: efficiency_plan.Budget, data_dir: str, runs: Sequence[tuple[float, int]],
          probe_steps: int) -> list[ProbeRun]:
     """ELECTRA and BERT for each (learning rate, steps), BERT at ELECTRA's FLOPs and probed at
     the steps of ELECTRA's probe points' FLOPs."""
-    electra = efficiency.step_flops(budget, data_dir, "electra")
-    bert = efficiency.step_flops(budget, data_dir, "mlm")
+    electra = efficiency_plan.step_flops(budget, data_dir, "electra")
+    bert = efficiency_plan.step_flops(budget, data_dir, "mlm")
     planned = []
     for learning_rate, steps in runs:
         planned.append(ProbeRun("electra", learning_rate, steps, probe_steps, electra))
@@ -85,13 +86,13 @@ def plan(budget: efficiency.Budget, data_dir: str, runs: Sequence[tuple[float, i
     return planned
 
 
-def pretrain(run: ProbeRun, budget: efficiency.Budget, data_dir: str, task: str,
+def pretrain(run: ProbeRun, budget: efficiency_plan.Budget, data_dir: str, task: str,
              out: str) -> dict:
     """One run through run_pretraining.py with the probe; its curves from its events."""
     done = os.path.join(out, "results", "probe_curves", f"{run.name}.json")
     if os.path.exists(done):
         return read_json(done)
-    hparams = efficiency.pretraining_hparams(budget, run.objective, run.steps, run.probe_steps)
+    hparams = efficiency_plan.pretraining_hparams(budget, run.objective, run.steps, run.probe_steps)
     hparams.update(learning_rate=run.learning_rate,
                    probe_task=os.path.join(data_dir, "finetuning_data", task),
                    probe_steps=run.probe_steps, probe_examples=max(budget.task_sizes.values()))
@@ -182,7 +183,7 @@ def write_report(records: Sequence[dict], random: dict, task: str, report_dir: s
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="working directory (data, runs, results)")
-    parser.add_argument("--budget", default="full", choices=sorted(efficiency.BUDGETS),
+    parser.add_argument("--budget", default="full", choices=sorted(efficiency_plan.BUDGETS),
                         help="efficiency.py's budget: the model, data, batch and schedule shape")
     parser.add_argument("--run", action="append", default=None, metavar="LR:STEPS",
                         help=f"ELECTRA's peak learning rate and steps (BERT: equal FLOPs); "
@@ -213,7 +214,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    budget = efficiency.BUDGETS[args.budget]
+    budget = efficiency_plan.BUDGETS[args.budget]
     efficiency.share_cores(args.workers)
     start = time.time()
     data_dir = efficiency.prepare_data(args.out, args.shared_data, budget, [args.probe_task],

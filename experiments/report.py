@@ -25,6 +25,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+import downstream
+import efficiency_plan
+
 NOISE_P = 0.05
 
 
@@ -269,9 +272,9 @@ PRETRAINING_PANELS = (("masked_lm_loss", "generator's (BERT's) masked-LM loss"),
 
 def event_scalars(model_dir: str, tags: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
     """tag -> (steps, values) from a run's TensorBoard events (the last value at each step)."""
-    from electra_tf import training
+    from electra_tf import progress
 
-    scalars, _ = training.read_events(model_dir)
+    scalars, _ = progress.read_events(model_dir)
     return {tag: (sorted(scalars[tag]), [scalars[tag][k] for k in sorted(scalars[tag])])
             for tag in tags if tag in scalars}
 
@@ -319,9 +322,7 @@ def plot_table5(models: Sequence[Model], tasks: Sequence[str], path: str) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    import efficiency
-
-    finals = [m for m in final_models(models) if m.objective in efficiency.PAPER_TABLE5]
+    finals = [m for m in final_models(models) if m.objective in efficiency_plan.PAPER_TABLE5]
     fig, (ours, paper) = plt.subplots(1, 2, figsize=(10, 3.8))
     names = [m.objective for m in finals]
     y = [m.average(tasks) for m in finals]
@@ -335,11 +336,11 @@ def plot_table5(models: Sequence[Model], tasks: Sequence[str], path: str) -> Non
                      label="no pretraining")
         ours.legend(fontsize=8)
     ours.set_title(f"ours: average test score ({', '.join(tasks)})")
-    paper.bar(names, [efficiency.PAPER_TABLE5[n] for n in names], color="tab:gray")
+    paper.bar(names, [efficiency_plan.PAPER_TABLE5[n] for n in names], color="tab:gray")
     paper.set_title("paper, Table 5: GLUE dev (Base size)")
     floor = [baseline.average(tasks)] if baseline is not None else []
     for ax, values in ((ours, y + floor + [max(s) for s in spread] + [min(s) for s in spread]),
-                       (paper, [efficiency.PAPER_TABLE5[n] for n in names])):
+                       (paper, [efficiency_plan.PAPER_TABLE5[n] for n in names])):
         ax.set_ylim(min(values) - 3, max(values) + 2)
         ax.tick_params(axis="x", rotation=20)
         ax.grid(axis="y", alpha=0.3)
@@ -415,22 +416,21 @@ def write(out: str, report_dir: str, budget, runs, tasks: Sequence[str]) -> list
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    import efficiency
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--budget", default="full", choices=sorted(efficiency.BUDGETS))
-    parser.add_argument("--tasks", default=",".join(efficiency.downstream.TASK_NAMES))
+    parser.add_argument("--budget", default="full", choices=sorted(efficiency_plan.BUDGETS))
+    parser.add_argument("--tasks", default=",".join(downstream.TASK_NAMES))
     parser.add_argument("--objectives", default=None)
     parser.add_argument("--report_dir", required=True)
     args = parser.parse_args(argv)
-    budget = efficiency.BUDGETS[args.budget]
+    budget = efficiency_plan.BUDGETS[args.budget]
     objectives = (args.objectives.split(",") if args.objectives
-                  else efficiency.available_objectives())
-    runs = efficiency.plan_pretraining(budget, os.path.join(args.out, "data"), objectives)
+                  else list(efficiency_plan.OBJECTIVES))
+    runs = efficiency_plan.plan_pretraining(budget, os.path.join(args.out, "data"), objectives)
     print("\n".join(write(args.out, args.report_dir, budget, runs, args.tasks.split(","))))
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    # electra_tf from this checkout when it is not installed, as efficiency.py's runs find it.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     main()

@@ -1,6 +1,7 @@
 """experiments/: the downstream tasks built from real text, the equal-FLOPs plan, the report's
 learning-rate selection, and the efficiency and probe-curve pipelines at their smoke budget."""
 
+import dataclasses
 import filecmp
 import json
 import os
@@ -17,6 +18,7 @@ from electra_tf.finetuning import glue
 sys.path.insert(0, str(REPO / "experiments"))
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
+import efficiency_plan  # noqa: E402
 import probe_curves  # noqa: E402
 import report  # noqa: E402
 
@@ -70,9 +72,9 @@ def test_next_sentence_text_is_held_out_of_pretraining(shared_data, tmp_path):
 
 
 def test_bert_checkpoints_cost_electras_flops():
-    budget = efficiency.BUDGETS["pilot"]
-    budget = efficiency.dataclasses.replace(budget, curve_points=3)
-    electra, bert = efficiency.plan_pretraining(budget, "/nonexistent", ["electra", "mlm"])
+    budget = efficiency_plan.BUDGETS["pilot"]
+    budget = dataclasses.replace(budget, curve_points=3)
+    electra, bert = efficiency_plan.plan_pretraining(budget, "/nonexistent", ["electra", "mlm"])
     assert bert.step_flops < electra.step_flops and bert.steps > electra.steps
     pairs = list(zip(electra.checkpoints(3), bert.checkpoints(3)))
     assert [e for e, _ in pairs] == [100, 200, 400]
@@ -107,7 +109,7 @@ def test_report_selects_the_learning_rate_on_the_selection_split(tmp_path):
 
 def test_a_report_of_table5_objectives_alone_has_no_flops_curves(tmp_path):
     pytest.importorskip("matplotlib")
-    budget = efficiency.BUDGETS["smoke"]
+    budget = efficiency_plan.BUDGETS["smoke"]
     efficiency.write_json(str(tmp_path / "results" / "pretrain" / "electra_15.json"),
                           {"objective": "electra_15", "steps": 8, "step_flops": 10.0,
                            "wall_seconds": 1, "cpu_seconds": 1, "load_average": 0})
@@ -116,7 +118,7 @@ def test_a_report_of_table5_objectives_alone_has_no_flops_curves(tmp_path):
     efficiency.write_json(str(tmp_path / "results" / "probe" / "no_pretraining.json"),
                           {"model": "no_pretraining",
                            "sst": {"probe_train_accuracy": 60, "probe_dev_accuracy": 55}})
-    runs = efficiency.plan_pretraining(budget, "/nonexistent", ["electra_15"])
+    runs = efficiency_plan.plan_pretraining(budget, "/nonexistent", ["electra_15"])
     written = report.write(str(tmp_path), str(tmp_path / "report"), budget, runs, ["sst"])
     assert sorted(map(os.path.basename, written)) == [
         "efficiency_pretraining.png", "efficiency_results.md", "efficiency_table5.png"]
@@ -126,8 +128,8 @@ def test_a_report_of_table5_objectives_alone_has_no_flops_curves(tmp_path):
 def test_objectives_are_sized_without_running_electra(capsys):
     args = efficiency.parse_args(["--out", "x", "--objectives", "electra_15,replace_mlm"])
     assert args.objectives == ["electra_15", "replace_mlm"]
-    runs = efficiency.plan_pretraining(efficiency.BUDGETS["pilot"], "/nonexistent",
-                                       args.objectives)
+    runs = efficiency_plan.plan_pretraining(efficiency_plan.BUDGETS["pilot"], "/nonexistent",
+                                            args.objectives)
     assert [r.steps for r in runs] == [400, 400]  # ELECTRA's steps, as the paper's Table 5
     with pytest.raises(SystemExit):
         efficiency.parse_args(["--out", "x", "--objectives", "electra,bert"])
@@ -156,7 +158,7 @@ def test_smoke_budget_runs_the_pipeline_and_resumes(shared_data, tmp_path):
     assert "## Linear probe" in table and "| no_pretraining | 0 | n/a |" in table
     assert not (report_dir / "efficiency_probe.png").exists()  # nothing to plot
     raw = json.loads((out / "results" / "finetune" / "electra_8__sst__lr0.001.json").read_text())
-    assert len(raw["test"]) == len(raw["selection"]) == efficiency.BUDGETS["smoke"].trials
+    assert len(raw["test"]) == len(raw["selection"]) == efficiency_plan.BUDGETS["smoke"].trials
 
     second = run_script(*command, timeout=600)  # everything is done: nothing reruns
     assert "pretraining electra" not in second.stdout
@@ -179,7 +181,7 @@ def test_side_by_side_keeps_order_and_a_failure_cancels_what_has_not_started():
 
 
 def test_probe_curves_pair_each_electra_run_with_bert_at_its_flops():
-    budget = efficiency.BUDGETS["pilot"]
+    budget = efficiency_plan.BUDGETS["pilot"]
     runs = probe_curves.plan(budget, "/nonexistent", [(1e-3, 400), (3e-3, 100)], 100)
     assert [(r.objective, r.learning_rate) for r in runs] == [
         ("electra", 1e-3), ("mlm", 1e-3), ("electra", 3e-3), ("mlm", 3e-3)]

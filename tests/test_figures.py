@@ -68,11 +68,11 @@ def test_the_figures_are_drawn(tmp_path):
 
 def test_the_figures_go_to_the_model_dir_unless_told(tmp_path, monkeypatch, capsys):
     """By default the script writes beside the run, never over the README's tracked figures."""
-    from electra_tf import training
+    from electra_tf import progress
 
     figures = _make_figures()
     model_dir = tmp_path / "models" / "quickstart"
-    logger = training.ProgressLogger(str(model_dir), total_steps=100, start_step=0,
+    logger = progress.ProgressLogger(str(model_dir), total_steps=100, start_step=0,
                                      examples_per_step=32)
     for step, value in ((50, 1.0), (100, 0.5)):
         logger.scalars(step, {tag: value for tag, _ in figures.CURVES})

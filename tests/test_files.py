@@ -1,7 +1,9 @@
 """files.write_atomically and renamed_into_place: a file appears whole or not at all, and a
-failure mid-write leaves the old file and no temporary one."""
+failure mid-write leaves the old file and no temporary one; a write that fails is one line naming
+the file."""
 
 import os
+import re
 
 import pytest
 
@@ -39,3 +41,31 @@ def test_a_failed_writer_that_made_a_directory_leaves_nothing(tmp_path):
             os.makedirs(os.path.join(temporary, "variables"))
             raise OSError("disk full")
     assert os.listdir(tmp_path) == []
+
+
+def _blocked(tmp_path):
+    """A path that cannot be written, whoever runs the test: its directory is a file."""
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where a directory should be")
+    return blocker / "sst_results.txt"
+
+
+def test_a_write_that_fails_stops_a_command_with_one_line_naming_the_file(tmp_path, capsys):
+    from electra_tf import cli
+
+    path = _blocked(tmp_path)
+    with pytest.raises(SystemExit) as stopped, cli.reported_stops():
+        files.write_atomically(str(path), "accuracy = 0.9\n")
+    assert stopped.value.code == 1
+    assert re.fullmatch(rf"error: could not write {path}: [^\n]+\n", capsys.readouterr().err)
+    assert os.listdir(tmp_path) == ["results"]
+
+
+def test_a_checkpoint_write_wraps_a_failed_file_with_its_reason_once(tmp_path):
+    from electra_tf import resume
+
+    with pytest.raises(resume.CheckpointWriteError) as failed:
+        with resume.writing("the exported models", "; rerun"):
+            files.write_atomically(str(_blocked(tmp_path)), "weights")
+    assert re.fullmatch(r"could not write the exported models: [^\n]+; rerun", str(failed.value))
+    assert "could not write" not in str(failed.value)[len("could not write"):]

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_config
-from electra_tf import modeling, pretraining, training
+from electra_tf import host_calls, modeling, pretraining, resume
 from electra_tf.finetuning import config as finetuning_config
 from electra_tf.finetuning import trainer
 
@@ -88,8 +88,8 @@ def test_checkpoints_move_between_the_paths(tmp_path):
     keras.utils.set_random_seed(8)  # other weights, then restored from the fused encoder's
     reference = modeling.Encoder(**SIZES, kernels="reference", name="electra")
     reference.build()
-    path = training.checkpoint(fused).save(str(tmp_path / "ckpt"))
-    training.checkpoint(reference).restore(path).assert_existing_objects_matched()
+    path = resume.checkpoint(fused).save(str(tmp_path / "ckpt"))
+    resume.checkpoint(reference).restore(path).assert_existing_objects_matched()
     ids, mask, segments = _inputs()
     np.testing.assert_allclose(reference(ids, mask, segments).numpy(),
                                fused(ids, mask, segments).numpy(), rtol=1e-5, atol=2e-6)
@@ -132,7 +132,7 @@ def test_a_pretraining_step_trains_on_each_path(kernels):
     dataset = tf.data.Dataset.from_tensors(batch).repeat()
     iterator = iter(strategy.distribute_datasets_from_function(lambda _: dataset))
     before = [v.numpy().copy() for v in state.model.trainable_variables]
-    loop = training.run_steps(strategy, state.make_train_step(1, False))
+    loop = host_calls.run_steps(strategy, state.make_train_step(1, False))
     loop(iterator, tf.constant(2))
     assert int(state.optimizer.iterations) == 2
     assert np.isfinite(state.metrics.results()["loss"])
@@ -159,7 +159,7 @@ def test_a_finetuning_step_trains_on_each_path(kernels):
     dataset = tf.data.Dataset.from_tensors(batch).repeat()
     iterator = iter(strategy.distribute_datasets_from_function(lambda _: dataset))
     before = model.encoder.transformer_layers[0].query.kernel.numpy().copy()
-    training.run_steps(strategy, state.step_fn)(iterator, tf.constant(2))
+    host_calls.run_steps(strategy, state.step_fn)(iterator, tf.constant(2))
     assert int(state.optimizer.iterations) == 2
     assert np.isfinite(state.metrics.results()["loss"])
     assert not np.array_equal(before, model.encoder.transformer_layers[0].query.kernel.numpy())

@@ -17,6 +17,7 @@ from test_experiments import shared_data  # noqa: F401  (a fixture)
 sys.path.insert(0, str(REPO / "experiments"))
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
+import efficiency_plan  # noqa: E402
 import ladder  # noqa: E402
 import ladder_report  # noqa: E402
 import records  # noqa: E402
@@ -131,7 +132,7 @@ def test_trunk_and_branch_hparams_are_valid_wsd_runs():
 
 
 def test_rungs_too_close_for_their_decays_are_refused():
-    crowded = ladder.Ladder(budget=efficiency.BUDGETS["smoke"], min_flops=1e10,
+    crowded = ladder.Ladder(budget=efficiency_plan.BUDGETS["smoke"], min_flops=1e10,
                             max_flops=1.05e10, rungs=3, tasks=())
     with pytest.raises(ValueError, match="must rise and start after the warmup"):
         ladder.plan(crowded, "/nonexistent")
@@ -315,7 +316,7 @@ def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
     finetune = records.read(str(results / "finetune.jsonl"))
     models = {(r["objective"], r["pretrain_steps"]) for r in finetune}
     assert models == {("none", 0)} | {(c.objective, r.steps) for c in climbs for r in c.rungs}
-    trials = efficiency.BUDGETS["smoke"].trials
+    trials = efficiency_plan.BUDGETS["smoke"].trials
     pos_test = [r for r in finetune if r["task"] == "pos" and r["split"] == "test"
                 and r["metric"] == "unseen_accuracy"]
     assert len(pos_test) == len(models) * trials

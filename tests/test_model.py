@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import tiny_config
-from electra_tf import modeling, optimization, pretraining, training
+from electra_tf import distribution, modeling, optimization, pretraining
 
 
 def _features(batch=4, seq=32, seed=0):
@@ -118,7 +118,7 @@ def test_variants_train_one_step(hparams):
         out = model(_features(), training=True)
     grads = tape.gradient(out["loss"], variables)
     optimizer.build(variables)
-    training.apply_gradients(optimizer, grads, variables)
+    distribution.apply_gradients(optimizer, grads, variables)
     assert np.isfinite(float(out["loss"]))
     assert any(not np.allclose(b, v.numpy()) for b, v in zip(before, variables))
     if hparams.get("uniform_generator"):
@@ -212,7 +212,7 @@ def test_first_position_only_gives_the_full_encoders_cls_vector_and_gradients(ca
 
 
 def test_mixed_bfloat16_step_keeps_float32_variables_and_outputs():
-    with training.precision_policy("mixed_bfloat16"):
+    with distribution.precision_policy("mixed_bfloat16"):
         model = _model(precision="mixed_bfloat16")
     assert all(v.dtype == "float32" for v in model.weights)
     assert model.discriminator.transformer_layers[0].compute_dtype == "bfloat16"
@@ -223,20 +223,20 @@ def test_mixed_bfloat16_step_keeps_float32_variables_and_outputs():
         out = model(_features(), training=True)
     assert out["disc_probs"].dtype == tf.float32 and out["loss"].dtype == tf.float32
     grads = tape.gradient(out["loss"], variables)
-    norm = training.apply_gradients(optimizer, grads, variables)
+    norm = distribution.apply_gradients(optimizer, grads, variables)
     assert np.isfinite(float(out["loss"])) and np.isfinite(float(norm))
     assert keras.config.dtype_policy().name == "float32"  # the policy is restored
 
 
 def test_mixed_float16_loss_scale_skips_non_finite_steps():
-    scale = training.DynamicLossScale(initial_scale=8.0, growth_interval=2)
+    scale = distribution.DynamicLossScale(initial_scale=8.0, growth_interval=2)
     var = keras.Variable(np.ones(2, np.float32), name="kernel")
     optimizer = optimization.AdamWeightDecay(learning_rate=0.1)
     optimizer.build([var])
-    training.apply_gradients(optimizer, [tf.constant([np.inf, 1.0])], [var], scale)
+    distribution.apply_gradients(optimizer, [tf.constant([np.inf, 1.0])], [var], scale)
     np.testing.assert_array_equal(var.numpy(), [1.0, 1.0])  # skipped
     assert float(scale.scale) == 4.0
     for _ in range(2):
-        training.apply_gradients(optimizer, [tf.constant([4.0, 4.0])], [var], scale)
+        distribution.apply_gradients(optimizer, [tf.constant([4.0, 4.0])], [var], scale)
     assert float(scale.scale) == 8.0  # two good steps in a row double it
     assert (var.numpy() < 1.0).all()

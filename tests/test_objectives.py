@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import TINY_MODEL, run_script, tiny_config
-from electra_tf import checkpoints, modeling, optimization, pretraining, training
+from electra_tf import checkpoints, modeling, optimization, pretraining, progress
 from electra_tf.config import ConfigError
 from test_model import _features
 
@@ -430,7 +430,7 @@ def _pretrain(data_dir, name, **hparams):
 def test_run_pretraining_trains_each_objective_and_algorithm(data_dir, hparams, scalars):
     stdout, model_dir = _pretrain(data_dir, "run", **hparams)
     assert "exported" in stdout and os.path.exists(model_dir / "discriminator.keras")
-    written = set(training.read_events(str(model_dir))[0])
+    written = set(progress.read_events(str(model_dir))[0])
     assert scalars <= written, scalars - written
     assert (model_dir / "vocab.txt").read_text() == (data_dir / "vocab.txt").read_text()
     exported = checkpoints.load_pretrained(str(model_dir))

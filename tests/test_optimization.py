@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import optimization, training
+from electra_tf import distribution, optimization
 
 
 def _reference_lr(step, peak, total, warmup, power=1.0):
@@ -80,7 +80,7 @@ def test_adamw_matches_the_original_update_with_clipping_and_decay_exclusions(fu
     grad_steps = [[rng.normal(size=v.shape).astype(np.float32) * scale for v in variables]
                   for scale in (3.0, 0.1, 2.0, 0.05, 1.0, 4.0)]  # some clipped, some not
     for grads in grad_steps:
-        training.apply_gradients(optimizer, [tf.constant(g) for g in grads], variables)
+        distribution.apply_gradients(optimizer, [tf.constant(g) for g in grads], variables)
     lrs = [_reference_lr(step, 0.05, 8, 3) for step in range(len(grad_steps))]
     expected = _reference_adamw(start, grad_steps, lrs, 0.1, decayed)
     for var, want in zip(variables, expected):
@@ -96,7 +96,7 @@ def test_apply_gradients_returns_the_unclipped_norm():
     var = keras.Variable(np.zeros(2, np.float32), name="kernel")
     optimizer = optimization.AdamWeightDecay(learning_rate=0.0)
     optimizer.build([var])
-    norm = training.apply_gradients(optimizer, [tf.constant([3.0, 4.0])], [var])
+    norm = distribution.apply_gradients(optimizer, [tf.constant([3.0, 4.0])], [var])
     np.testing.assert_allclose(float(norm), 5.0)
 
 

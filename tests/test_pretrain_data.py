@@ -537,7 +537,7 @@ def test_example_builder_rules():
 
 def test_built_records_feed_a_pretraining_step(tmp_path):
     """Round trip: real text -> builder -> input pipeline -> one pretraining step."""
-    from electra_tf import pretraining, training
+    from electra_tf import host_calls, pretraining
 
     _build(SAMPLE / "corpus", tmp_path / "pretrain_tfrecords", max_seq_length=32)
     config = tiny_config(tmp_path, vocab_size=30522)
@@ -547,7 +547,7 @@ def test_built_records_feed_a_pretraining_step(tmp_path):
     strategy = tf.distribute.get_strategy()
     state = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
     assert state.optimizer.fused  # one replica: all variables updated in one XLA computation
-    step = training.run_steps(strategy, state.make_train_step(1, jit_compile=False))
+    step = host_calls.run_steps(strategy, state.make_train_step(1, jit_compile=False))
     step(iter(tf.data.Dataset.from_tensors(batch).repeat()), tf.constant(1))
     results = state.metrics.results()
     assert int(state.optimizer.iterations) == 1 and np.isfinite(results["loss"])

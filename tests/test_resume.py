@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import resume
+from electra_tf import files, resume
 
 
 def _checkpointer(directory, value=0.0, shape=(64, 32), **kwargs):
@@ -218,9 +218,9 @@ def test_a_full_disk_fails_cleanly_and_keeps_the_earlier_checkpoints(small_disk,
 
 def test_write_atomically_leaves_the_old_file_on_failure(small_disk):
     path = small_disk / "pretrain_config.json"
-    resume.write_atomically(str(path), "old")
-    with pytest.raises(resume.CheckpointWriteError, match="could not write"):
-        resume.write_atomically(str(path), "x" * 2_000_000)
+    files.write_atomically(str(path), "old")
+    with pytest.raises(files.WriteError, match=f"^could not write {path}: .*No space left"):
+        files.write_atomically(str(path), "x" * 2_000_000)
     assert path.read_text() == "old" and os.listdir(small_disk) == ["pretrain_config.json"]
 
 

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from electra_tf import training
+from electra_tf import progress
 
 START_TIMEOUT = 180  # seconds; TensorBoard imports TensorFlow, slow on a loaded machine
 
@@ -24,7 +24,7 @@ def _scalars(url: str, run: str, tag: str) -> list:
 
 def test_tensorboard_serves_a_runs_scalars(tmp_path):
     model_dir = tmp_path / "models" / "quickstart"
-    logger = training.ProgressLogger(str(model_dir), total_steps=100, start_step=0,
+    logger = progress.ProgressLogger(str(model_dir), total_steps=100, start_step=0,
                                      examples_per_step=32)
     for step, loss in ((50, 24.75), (100, 21.5)):
         logger.log(step, {"loss": loss}, console_keys=("loss",))

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import optimization, resume, training
+from electra_tf import (distribution, host_calls, optimization, preemption, progress, resume,
+                        training)
 
 
 class ToyState:
@@ -41,8 +42,8 @@ class ToyState:
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(self.model(batch["x"], training=True)[:, 0] -
                                             batch["y"]))
-        norm = training.apply_gradients(self.optimizer, tape.gradient(loss, variables),
-                                        variables)
+        norm = distribution.apply_gradients(self.optimizer, tape.gradient(loss, variables),
+                                            variables)
         self.loss.update_state(loss)
         self.grad_norm.update_state(norm)
 
@@ -63,7 +64,7 @@ def _make_dataset(nan_from: int | None = None):
 def _run(model_dir, hooks=(), nan_from=None, **loop):
     state = ToyState()
     checkpointer = resume.Checkpointer(
-        training.checkpoint(state.model, optimizer=state.optimizer), str(model_dir),
+        resume.checkpoint(state.model, optimizer=state.optimizer), str(model_dir),
         state.optimizer.iterations, max_to_keep=3,
         guard_variables=state.model.trainable_variables)
     strategy = tf.distribute.get_strategy()
@@ -71,7 +72,7 @@ def _run(model_dir, hooks=(), nan_from=None, **loop):
         "model_dir": str(model_dir), "num_steps": 12, "global_batch_size": 4,
         "iterations_per_loop": 100, "log_steps": 6, "save_steps": 5, **loop})
     results = training.train(strategy, state, state.step_fn,
-                             training.Input(strategy, _make_dataset(nan_from), 4), checkpointer,
+                             host_calls.Batches(strategy, _make_dataset(nan_from), 4), checkpointer,
                              config, hooks)
     return state, results
 
@@ -106,7 +107,7 @@ def test_a_signal_checkpoints_the_step_and_resuming_equals_the_whole_run(tmp_pat
             os.kill(os.getpid(), signum)
             time.sleep(0.5)  # the loop's watcher thread notes it meanwhile
 
-    with pytest.raises(training.Preempted) as stopped:
+    with pytest.raises(preemption.Preempted) as stopped:
         _run(tmp_path / "parts", [training.Hook("signal", 3, send)])
     assert stopped.value.exit_code == 128 + signum
     step = int(re.search(r"at step (\d+): checkpoint", str(stopped.value)).group(1))
@@ -130,10 +131,10 @@ def test_apply_gradients_skips_a_non_finite_step():
     var = keras.Variable(np.ones(2, np.float32), name="kernel")
     optimizer = optimization.AdamWeightDecay(learning_rate=0.1)
     optimizer.build([var])
-    norm = training.apply_gradients(optimizer, [tf.constant([np.nan, 1.0])], [var])
+    norm = distribution.apply_gradients(optimizer, [tf.constant([np.nan, 1.0])], [var])
     assert np.isnan(float(norm)) and int(optimizer.iterations) == 0
     np.testing.assert_array_equal(var.numpy(), [1.0, 1.0])
-    training.apply_gradients(optimizer, [tf.constant([1.0, 1.0])], [var])
+    distribution.apply_gradients(optimizer, [tf.constant([1.0, 1.0])], [var])
     assert int(optimizer.iterations) == 1 and (var.numpy() < 1.0).all()
 
 
@@ -161,13 +162,13 @@ def test_finetuning_warmup_keeps_the_fraction_of_a_step():
 
 
 def test_what_the_progress_logger_writes_is_read_back(tmp_path, capsys):
-    logger = training.ProgressLogger(str(tmp_path), total_steps=4, start_step=0,
+    logger = progress.ProgressLogger(str(tmp_path), total_steps=4, start_step=0,
                                      examples_per_step=8)
     logger.log(2, {"loss": 3.5}, console_keys=("loss",))
     logger.scalars(4, {"loss": 2.0})
     logger.scalars(4, {"loss": 1.5})  # a step written twice keeps its last value
     logger.note(4, "generator_too_strong: replaced_fraction 0.1")
-    scalars, texts = training.read_events(str(tmp_path))
+    scalars, texts = progress.read_events(str(tmp_path))
     assert scalars["loss"] == {2: 3.5, 4: 1.5}
     assert set(scalars) == {"loss", "examples_per_second", "steps_per_second"}
     assert texts == {"health": {4: "generator_too_strong: replaced_fraction 0.1"}}

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
-from electra_tf import training  # noqa: E402
+from electra_tf import progress  # noqa: E402
 
 CURVES = (("loss", "total loss (MLM + 50 x detection)"), ("masked_lm_loss", "generator: masked-LM loss"),
           ("disc_loss", "discriminator: detection loss"), ("disc_auc", "discriminator: AUC"))
@@ -136,7 +136,7 @@ def main() -> None:
                         "docs/figures replaces the README's)")
     args = parser.parse_args()
     args.out = args.out or os.path.join(args.model_dir, "figures")
-    scalars, texts = training.read_events(args.model_dir)
+    scalars, texts = progress.read_events(args.model_dir)
     if "example" not in texts or "disc_auc" not in scalars:
         raise SystemExit(f"{args.model_dir}: no ELECTRA text sample or discriminator metrics in "
                          "its TensorBoard events (run with text_summary_steps > 0)")

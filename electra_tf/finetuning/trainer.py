@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf import health, modeling, optimization, resume, training
+from electra_tf import distribution, health, host_calls, modeling, optimization, resume, training
 from electra_tf.finetuning import task_builder
 from electra_tf.finetuning.config import FinetuningConfig
 from electra_tf.finetuning.model import FinetuningModel, load_pretrained_encoder
@@ -103,7 +103,7 @@ class TrainState:
     """What a fine-tuning run trains and checkpoints, and its per-replica training step."""
     model: FinetuningModel
     optimizer: optimization.AdamWeightDecay
-    loss_scale: training.DynamicLossScale | None
+    loss_scale: distribution.DynamicLossScale | None
     metrics: FinetuningMetrics
     step_fn: Callable
 
@@ -111,7 +111,7 @@ class TrainState:
         parts = {"optimizer": self.optimizer}
         if self.loss_scale is not None:
             parts["loss_scale"] = self.loss_scale
-        return training.checkpoint(self.model, **parts)
+        return resume.checkpoint(self.model, **parts)
 
 
 def create_train_state(config: FinetuningConfig, model: FinetuningModel,
@@ -119,7 +119,7 @@ def create_train_state(config: FinetuningConfig, model: FinetuningModel,
                        num_steps: int) -> TrainState:
     """AdamW with the warmup + linear decay schedule over `num_steps` and the layer-wise
     learning rates; the step sums the per-example losses, all-reduces and clips the
-    gradients (training.apply_gradients) and applies them.
+    gradients (distribution.apply_gradients) and applies them.
 
     The warmup is num_steps x warmup_proportion steps, a float as in the original (5 steps at
     0.1 warm up over half a step: step 0 trains at lr 0, step 1 at the full rate)."""
@@ -134,7 +134,7 @@ def create_train_state(config: FinetuningConfig, model: FinetuningModel,
             config.learning_rate, num_steps, num_steps * config.warmup_proportion,
             config.weight_decay_rate, lr_multipliers=multipliers)
         optimizer.build(variables)
-        loss_scale = (training.DynamicLossScale() if config.precision == "mixed_float16"
+        loss_scale = (distribution.DynamicLossScale() if config.precision == "mixed_float16"
                       else None)
         metrics = FinetuningMetrics()
 
@@ -146,12 +146,12 @@ def create_train_state(config: FinetuningConfig, model: FinetuningModel,
             scaled = loss * loss_scale.scale if loss_scale is not None else loss
         return tape.gradient(scaled, variables), loss
 
-    forward_backward = training.maybe_jit(forward_backward,
-                                          training.use_xla(config.jit_compile, strategy))
+    forward_backward = distribution.maybe_jit(forward_backward,
+                                              distribution.use_xla(config.jit_compile, strategy))
 
     def step_fn(batch):
         grads, loss = forward_backward(batch)
-        norm = training.apply_gradients(optimizer, grads, variables, loss_scale)
+        norm = distribution.apply_gradients(optimizer, grads, variables, loss_scale)
         metrics.update(loss, tf.shape(batch["task_id"])[0], norm)
 
     return TrainState(model, optimizer, loss_scale, metrics, step_fn)
@@ -162,7 +162,7 @@ def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
           seed: int) -> int:
     """Trains for num_train_epochs over `train_data`, resuming from a checkpoint in model_dir
     when there is one (an interrupted trial); returns the number of steps. Raises
-    training.Preempted on SIGTERM/SIGINT, after writing a checkpoint."""
+    preemption.Preempted on SIGTERM/SIGINT, after writing a checkpoint."""
     n = len(train_data["task_id"])
     num_steps = int(n // config.train_batch_size * config.num_train_epochs)
     if num_steps < 1:
@@ -175,7 +175,7 @@ def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
     state = create_train_state(config, model, tasks, strategy, num_steps)
     checkpointer = resume.Checkpointer(
         state.checkpoint(), model_dir, state.optimizer.iterations, max_to_keep=1,
-        chief=training.is_chief(strategy), guard_variables=model.trainable_variables)
+        chief=distribution.is_chief(strategy), guard_variables=model.trainable_variables)
     if checkpointer.restored:
         print(f"resuming at step {int(state.optimizer.iterations.numpy())} from "
               f"{checkpointer.restored}", flush=True)
@@ -198,7 +198,7 @@ def train(config: FinetuningConfig, model: FinetuningModel, tasks: Sequence,
         save_steps=config.save_checkpoints_steps, log_seconds=config.log_seconds,
         nonfinite_patience=config.nonfinite_patience, console_keys=("loss", "learning_rate"))
     training.train(strategy, state, state.step_fn,
-                   training.Input(strategy, make_dataset, config.train_batch_size),
+                   host_calls.Batches(strategy, make_dataset, config.train_batch_size),
                    checkpointer, loop, monitor=health.finetuning_monitor())
     return num_steps
 

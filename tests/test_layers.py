@@ -1,0 +1,70 @@
+"""Layers only look down: the model, the objectives and what they stand on never import the
+training loop (not even through another module), and the experiments import each other without
+a circle. Read from the import statements, at module level and inside functions alike."""
+
+import ast
+import pathlib
+
+from conftest import REPO
+
+# The loop: above the model and the objectives, below the command lines.
+LOOP = {"training", "distribution", "host_calls", "preemption", "progress"}
+BELOW_THE_LOOP = ("hardware", "config", "tokenization", "files", "fused", "modeling", "masking",
+                  "generators", "objectives", "flops", "health", "optimization", "data")
+
+
+def _imported(path: pathlib.Path, package: str | None, names: set[str]) -> set[str]:
+    """The modules of `names` that the file imports: `package.name` modules (`from package
+    import name`, `from package.name import ...`), or top-level ones when package is None."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if package is None and parts[0] in names:
+                    found.add(parts[0])
+                elif package is not None and parts[0] == package and len(parts) > 1:
+                    found.add(parts[1])
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            parts = node.module.split(".")
+            if package is None and parts[0] in names:
+                found.add(parts[0])
+            elif package is not None and parts[0] == package:
+                found.update([parts[1]] if len(parts) > 1 else
+                             [alias.name for alias in node.names])
+    return found & names
+
+
+def _graph(directory: pathlib.Path, package: str | None) -> dict[str, set[str]]:
+    modules = {p.stem: p for p in directory.glob("*.py") if p.stem != "__init__"}
+    return {name: _imported(path, package, set(modules)) - {name}
+            for name, path in modules.items()}
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_nothing_below_the_loop_imports_it():
+    graph = _graph(REPO / "electra_tf", "electra_tf")
+    assert LOOP <= set(graph)
+    for name in BELOW_THE_LOOP:
+        assert not _reach(graph, name) & LOOP, (name, _reach(graph, name) & LOOP)
+
+
+def test_the_loop_modules_import_each_other_without_a_circle():
+    graph = _graph(REPO / "electra_tf", "electra_tf")
+    for name in LOOP:
+        assert name not in _reach(graph, name), name
+
+
+def test_the_experiments_import_each_other_without_a_circle():
+    graph = _graph(REPO / "experiments", None)
+    assert {"efficiency", "efficiency_plan", "report"} <= set(graph)
+    for name in graph:
+        assert name not in _reach(graph, name), (name, graph[name])

@@ -284,11 +284,13 @@ def test_every_flag_the_docs_give_a_command_line_is_defined():
 
 @functools.cache
 def hparam_names() -> set[str]:
-    """The fields of the hparam dataclasses (those that declare HPARAMS_DOC, and their bases),
-    and the BERT config keys model_hparam_overrides takes."""
-    classes = {}
-    for path in (REPO / "electra_tf").rglob("*.py"):
-        for node in _tree(path).body:
+    """The fields of the hparam dataclasses (those that declare HPARAMS_DOC, the kinds of
+    task's TaskHparams, and their bases), including a TaskHparams a doc's own example task
+    declares, and the BERT config keys model_hparam_overrides takes."""
+    classes, trees = {}, [_tree(path) for path in (REPO / "electra_tf").rglob("*.py")]
+    trees += [ast.parse(text) for doc in DOCS for lang, text in _split(doc)[0] if lang == "python"]
+    for tree in trees:
+        for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 classes[node.name] = node
             if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "BERT_CONFIG_KEYS"
@@ -296,7 +298,8 @@ def hparam_names() -> set[str]:
                 bert_keys = set(_strings(node.value))
     roots = [c for c in classes.values() if any(
         isinstance(s, ast.AnnAssign) and getattr(s.target, "id", "") == "HPARAMS_DOC"
-        for s in c.body)]
+        for s in c.body) or any(getattr(b, "id", getattr(b, "attr", "")) == "TaskHparams"
+                                for b in c.bases)]
     names, todo = set(bert_keys), list(roots)
     while todo:
         cls = todo.pop()

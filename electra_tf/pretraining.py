@@ -6,7 +6,7 @@ One training example goes through:
   generator          proposes tokens at the masked positions (generators.py)
   masking.corrupt()  Gumbel-max samples put into the input, under stop-gradient
   objective          the discriminator-sized model learns from the corrupted input
-                     (objectives.py); "mlm" has none: the generator is the model (BERT)
+                     (objectives.py); under "mlm" the generator is the model (BERT)
   loss               gen_weight * generator loss + disc_weight * objective loss
 
 What runs, per `objective` (the generator is the original's small masked LM unless
@@ -46,12 +46,12 @@ import tensorflow as tf
 
 from electra_tf import checkpoints, fused, masking, modeling, objectives, optimization, training
 from electra_tf.config import PretrainingConfig
-from electra_tf.generators import (Generated, MaskedLMGenerator, ResidualEmbeddings,
+from electra_tf.generators import (Generated, Generator, MaskedLMGenerator, ResidualEmbeddings,
                                    TwoTowerGenerator, UniformGenerator)
 # The corruption helpers are part of this module's interface too.
 from electra_tf.masking import (REPLACE_WITH_MASK_PROB, SpecialIds, load_vocab,  # noqa: F401
                                 mask, replace_tokens, sample_from_softmax, scatter_update)
-from electra_tf.objectives import mean
+from electra_tf.objectives import MetricRule
 
 
 def _encoder(bert: dict, name: str, embedding_size: int | None = None, embeddings=None,
@@ -96,9 +96,11 @@ class PretrainingModel(keras.Model):
         else:
             self.discriminator = _encoder(bert, "electra", embedding_size, kernels=c.kernels)
 
+        objective = objectives.REGISTRY[c.objective]
+        self.generator_part: Generator
         if c.uniform_generator:
             self.generator_part = UniformGenerator(c.vocab_size)
-        elif c.objective == "mlm" or not c.untied_generator:
+        elif objective.generator_is_model or not c.untied_generator:
             self.generator_part = MaskedLMGenerator(self.discriminator)
         elif c.two_tower_generator:  # untied embeddings: each tower its own, as the original
             untied = c.embedding_sharing == "untied"
@@ -119,13 +121,12 @@ class PretrainingModel(keras.Model):
                 _encoder(gen_bert, "generator", embedding_size, self.discriminator.embeddings,
                          kernels=c.kernels))
 
-        self.objective = objectives.build(c.objective, self.discriminator, c.mask_prob)
+        self.objective = objective(self.discriminator, c)
         self.baseline_head = None  # the adversarial generator's learned reward baseline
         if c.training_algorithm == "adversarial":
             self.baseline_head = keras.layers.Dense(1, name="adversarial_baseline")
         # Every layer, in the order that fixes the variables' order (the checkpoints').
-        self.parts = [*self.generator_part.layers,
-                      *(self.objective.layers if self.objective else []),
+        self.parts = [*self.generator_part.layers, *self.objective.layers,
                       *([self.baseline_head] if self.baseline_head else [])]
         # Two-stage training's switch: the step that starts the discriminator's stage.
         self.switch_step = c.num_train_steps // 2 if c.training_algorithm == "two_stage" \
@@ -134,25 +135,25 @@ class PretrainingModel(keras.Model):
     # The parts under the original's names.
     @property
     def generator(self) -> modeling.Encoder | None:
-        return getattr(self.generator_part, "encoder", getattr(self.generator_part, "ltr", None))
+        return self.generator_part.encoder
 
     @property
     def generator_rtl(self) -> modeling.Encoder | None:
-        return getattr(self.generator_part, "rtl", None)
+        part = self.generator_part
+        return part.rtl if isinstance(part, TwoTowerGenerator) else None
 
     @property
     def mlm_head(self) -> modeling.MaskedLMHead | None:
-        return getattr(self.generator_part, "head", None)
+        return self.generator_part.head
 
     @property
     def disc_head(self) -> modeling.DiscriminatorHead | None:
-        return getattr(self.objective, "disc_head", None)
+        return self.objective.disc_head
 
     def build(self, input_shape=None):
         modeling.build_once(self.discriminator)
         self.generator_part.build()
-        if self.objective is not None:
-            self.objective.build()
+        self.objective.build()
         if self.baseline_head is not None:
             modeling.build_once(self.baseline_head, (None, None, self.generator.hidden_size))
         self.built = True
@@ -174,7 +175,7 @@ class PretrainingModel(keras.Model):
         if stage is not None:
             return self._two_stage(batch, training, stage)
         generated = self.generator_part(batch, training)
-        if self.objective is None:  # BERT: the generator is the model
+        if self.objective.generator_is_model:  # BERT
             return self._outputs(batch, generated, c.gen_weight * generated.loss)
         corrupted = self._corrupt(batch, generated)
         loss, judged = self.objective(batch, corrupted, generated, training)
@@ -309,19 +310,20 @@ class PretrainingMetrics:
         def correct(predictions, o):
             return tf.cast(tf.equal(predictions, o["masked_lm_ids"]), tf.float32)
 
+        mean = MetricRule.mean
         rules = {"loss": mean(lambda o: (o["loss"], None)),
                  "masked_lm_loss": mean(lambda o: (o["gen_loss"], None)),
                  "masked_lm_accuracy": mean(lambda o: (correct(o["masked_lm_preds"], o),
                                                        o["masked_lm_weights"]))}
-        self.objective_names: set[str] = set()  # weighted by the outputs' objective_weight
-        if model.objective is not None:
+        if not model.objective.generator_is_model:
             rules.update({
                 "sampled_masked_lm_accuracy": mean(lambda o: (correct(o["sampled_tokids"], o),
                                                               o["masked_lm_weights"])),
                 "replaced_fraction": mean(lambda o: (tf.cast(o["disc_labels"], tf.float32),
                                                      tf.cast(o["replaced_mask"], tf.float32)))})
-            rules.update(model.objective.metrics)
-            self.objective_names = set(model.objective.metrics)
+        rules.update(model.objective.metrics)
+        # Weighted by the outputs' objective_weight.
+        self.objective_names: set[str] = set(model.objective.metrics)
         if model.baseline_head is not None:
             rules.update({"adversarial_reward": mean(lambda o: (o["adversarial_reward"], None)),
                           "baseline_loss": mean(lambda o: (o["baseline_loss"], None))})

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import TINY_MODEL, run_script, tiny_config
-from electra_tf import checkpoints, modeling, optimization, pretraining, training
+from electra_tf import (checkpoints, config, flops, generators, health, modeling, objectives,
+                        optimization, pretraining, training)
 from electra_tf.config import ConfigError
 from test_model import _features
 
@@ -404,6 +405,112 @@ def test_two_stage_first_stage_reports_no_discriminator_metrics():
     results = metrics.results()
     assert results["stage"] == 1.0 and "masked_lm_loss" in results
     assert not {"disc_loss", "disc_auc", "disc_accuracy"} & set(results)
+
+
+# ------------------------------------------------------------------ the protocols and registry
+
+@pytest.mark.parametrize("hparams, generator", [
+    ({}, generators.MaskedLMGenerator),
+    ({"objective": "mlm"}, generators.MaskedLMGenerator),
+    ({"electric_objective": True}, generators.TwoTowerGenerator),
+    ({"objective": "all_tokens_mlm", "uniform_generator": True}, generators.UniformGenerator),
+    ({"objective": "replace_mlm"}, generators.MaskedLMGenerator),
+    ({"objective": "electra_15"}, generators.MaskedLMGenerator),
+])
+def test_generators_and_objectives_are_the_written_protocols(hparams, generator):
+    model = _model(**hparams)
+    assert type(model.generator_part) is generator
+    assert isinstance(model.generator_part, generators.Generator)
+    assert type(model.objective) is objectives.REGISTRY[model.config.objective]
+    assert isinstance(model.objective, objectives.Objective)
+    assert model.disc_head is model.objective.disc_head
+
+
+def test_every_objective_has_a_class_and_a_config_line():
+    assert list(objectives.REGISTRY) and set(objectives.REGISTRY) == set(config.OBJECTIVES)
+    assert config.detection_objectives() == ("electra", "electra_15")
+
+    class Incomplete(objectives.Objective):  # no loss, no FLOPs: cannot be built
+        def __init__(self, encoder, config):
+            self.encoder, self.layers, self.metrics = encoder, [encoder], {}
+
+    assert "Incomplete" not in {cls.__name__ for cls in objectives.REGISTRY.values()}
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete(None, None)
+
+
+FOCAL = {"objective": "focal_electra", "num_train_steps": 4, "iterations_per_loop": 2,
+         "text_summary_steps": 0}
+
+
+def _register_focal_detection(monkeypatch) -> None:
+    """A replaced-token detection with a focal loss (Lin et al., 2017), defined here: its
+    class and its line in config.OBJECTIVES make it the `objective` hparam focal_electra (both
+    undone after the test)."""
+    monkeypatch.setattr(objectives, "REGISTRY", dict(objectives.REGISTRY))
+
+    class FocalDetection(objectives.Objective):
+        name = "focal_electra"
+
+        def __init__(self, encoder, config):
+            self.encoder = encoder
+            self.disc_head = modeling.DiscriminatorHead.for_encoder(encoder)
+            self.layers = [encoder, self.disc_head]
+            self.metrics = {"focal_loss": objectives.MetricRule.mean(
+                lambda o: (o["focal_loss"], None))}
+
+        def __call__(self, batch, corrupted, generated, training):
+            hidden = self.encoder(corrupted.input_ids, batch.input_mask, batch.segment_ids,
+                                  training=training)
+            logits = self.disc_head(hidden)
+            signed = tf.where(corrupted.labels > 0, logits, -logits)  # the true class's logit
+            losses = -(1.0 - tf.sigmoid(signed)) ** 2 * tf.math.log_sigmoid(signed)
+            weights = tf.cast(batch.input_mask, tf.float32)
+            loss = tf.reduce_sum(losses * weights) / tf.reduce_sum(weights)
+            return loss, {"focal_loss": loss, "disc_logits": logits}
+
+        @classmethod
+        def matmuls(cls, step):
+            return (step.encoder("discriminator")
+                    + step.discriminator_head("focal head", "focal logit") + step.generator())
+
+    with pytest.raises(ConfigError, match="hparam 'objective': one of"):
+        tiny_config(**FOCAL)  # the class alone is not an objective
+    monkeypatch.setitem(config.OBJECTIVES, "focal_electra",
+                        config.ObjectiveHparams(detection=True, disc_weight=20.0))
+
+
+def test_a_new_objective_is_one_class_and_one_registry_line(monkeypatch):
+    """It is an hparam with its disc_weight, counts its FLOPs, checks its health and trains
+    its own loss."""
+    _register_focal_detection(monkeypatch)
+    run = tiny_config(**FOCAL)
+    assert run.disc_weight == 20.0 and run.electra_objective
+    names = {m.name for m in flops.pretraining_matmuls(run)}
+    assert {"focal head", "generator MLM output layer"} <= names
+    monitor = health.pretraining_monitor(run.mask_prob, run.vocab_size, 0, run.objective)
+    assert monitor.update(10, {"disc_loss": 5.0, "replaced_fraction": 0.4}) == []
+
+    model = _model(objective="focal_electra")
+    out = model(_features(), training=False)
+    np.testing.assert_allclose(out["loss"], out["gen_loss"] + 20.0 * out["focal_loss"],
+                               rtol=1e-5)
+    grads = _gradients(model, "focal_loss", model.disc_head.trainable_variables)
+    assert grads and all(grads)
+
+
+@pytest.mark.slow
+def test_a_new_objective_trains_and_exports_through_run_pretraining(data_dir, monkeypatch):
+    import run_pretraining
+
+    _register_focal_detection(monkeypatch)
+    run = tiny_config(data_dir, **FOCAL)
+    results = run_pretraining.train_or_eval(run, tf.distribute.get_strategy())
+    assert np.isfinite(results["focal_loss"]) and "disc_loss" not in results
+    written = training.read_events(run.model_dir)[0]
+    assert set(written["focal_loss"]) == {2, 4}
+    exported = checkpoints.load_pretrained(run.model_dir)
+    assert exported.discriminator is not None and exported.generator is not None
 
 
 # ------------------------------------------------------------------ run_pretraining.py

@@ -74,9 +74,9 @@ def test_replace_mlm_predicts_the_originals_from_the_corrupted_input():
     seen = np.take_along_axis(out["fake_input_ids"], positions, 1)
     samples_written = np.take_along_axis(out["replaced_mask"], positions, 1) > 0
     assert not (seen[weights > 0] == 103).any() and samples_written[weights > 0].all()
-    hidden = _encode(model, model.discriminator, out["fake_input_ids"], features)
+    hidden = _encode(model, model.encoder, out["fake_input_ids"], features)
     logits = model.objective.mlm_head(modeling.gather_positions(hidden, positions),
-                                      model.discriminator.embedding_table).numpy()
+                                      model.encoder.embedding_table).numpy()
     token_losses = -np.take_along_axis(_log_softmax(logits), out["masked_lm_ids"][..., None],
                                        -1)[..., 0]
     expected = (token_losses * weights).sum() / (weights.sum() + 1e-6)
@@ -89,8 +89,8 @@ def test_all_tokens_mlm_is_the_cross_entropy_of_the_copy_mixture():
     model = _model(objective="all_tokens_mlm")
     features = _features()
     out = _numpy(model(features, training=False))
-    hidden = _encode(model, model.discriminator, out["fake_input_ids"], features)
-    logits = model.objective.mlm_head(hidden, model.discriminator.embedding_table).numpy()
+    hidden = _encode(model, model.encoder, out["fake_input_ids"], features)
+    logits = model.objective.mlm_head(hidden, model.encoder.embedding_table).numpy()
     replaced_logit = model.disc_head(hidden).numpy()
     copy = 1.0 / (1.0 + np.exp(replaced_logit))  # D = sigmoid(-s)
     probs = np.exp(_log_softmax(logits.astype(np.float64)))
@@ -147,8 +147,8 @@ def _gradients(model, loss_key, variables, **call):
 
 def test_gdes_discriminator_reads_generator_embeddings_through_a_stop_gradient():
     model = _model(embedding_sharing="gdes")
-    generator_tables, residuals = model.generator.embeddings, model.discriminator.embeddings
-    assert model.generator.embeddings is not model.discriminator.embeddings
+    generator_tables, residuals = model.generator.embeddings, model.encoder.embeddings
+    assert model.generator.embeddings is not model.encoder.embeddings
     shared = [generator_tables.word_embeddings, generator_tables.position_embeddings,
               generator_tables.token_type_embeddings]
     deltas = [residuals.word_embeddings_delta, residuals.position_embeddings_delta,
@@ -166,17 +166,17 @@ def test_gdes_discriminator_reads_generator_embeddings_through_a_stop_gradient()
 
 def test_gdes_export_sums_the_tables_and_writes_both_blocks_to_tf1(tmp_path):
     model = _model(embedding_sharing="gdes")
-    for delta in model.discriminator.embeddings.trainable_variables:
+    for delta in model.encoder.embeddings.trainable_variables:
         delta.assign(np.random.default_rng(3).normal(0, 0.1, delta.shape).astype("float32"))
     exported = model.discriminator_model()
     assert type(exported.encoder.embeddings) is modeling.Embeddings
     summed = model.generator.embeddings.word_embeddings.numpy() + \
-        model.discriminator.embeddings.word_embeddings_delta.numpy()
+        model.encoder.embeddings.word_embeddings_delta.numpy()
     np.testing.assert_allclose(exported.encoder.embedding_table.numpy(), summed, rtol=1e-6)
     features = _features()
     np.testing.assert_allclose(
         exported(features)["logits"].numpy(),
-        model.disc_head(model.discriminator(features["input_ids"], features["input_mask"],
+        model.disc_head(model.encoder(features["input_ids"], features["input_mask"],
                                             features["segment_ids"])).numpy(), atol=1e-5)
     prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "model.ckpt-1"), exported,
                                               model.generator_model(), 1)
@@ -209,7 +209,7 @@ def test_two_stage_trains_one_network_per_stage():
     generator, discriminator = model.generator_variables(), model.discriminator_variables()
     assert generator and discriminator
     assert not set(map(id, generator)) & set(map(id, discriminator))
-    assert model.generator.embeddings is not model.discriminator.embeddings
+    assert model.generator.embeddings is not model.encoder.embeddings
     assert all(_gradients(model, "loss", generator, stage=1))
     assert not any(_gradients(model, "loss", discriminator, stage=1))
     assert not any(_gradients(model, "loss", generator, stage=2))
@@ -250,7 +250,7 @@ def test_two_stage_switches_freezes_and_restarts_the_schedule():
     assert not _unchanged(gen_start, _values(generator))
     # The switch: the discriminator's encoder becomes the generator's.
     tf.function(state._start_discriminator_from_generator)()
-    for ours, theirs in zip(model.discriminator.weights, model.generator.weights):
+    for ours, theirs in zip(model.encoder.weights, model.generator.weights):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     frozen, frozen_slots = _values(generator), _slots(optimizer, generator)
     switched = _values(discriminator)
@@ -350,6 +350,28 @@ def test_contradictions_fail_naming_the_hparams(hparams, message):
     with pytest.raises(ConfigError) as error:
         tiny_config(**hparams)
     assert message in str(error.value)
+
+
+def test_the_original_spellings_are_taken_at_the_edge_only(tmp_path):
+    import dataclasses
+    spellings = config.PretrainingConfig.SPELLINGS
+    assert not {f.name for f in dataclasses.fields(config.PretrainingConfig)} & set(spellings)
+    run = tiny_config(untied_generator_embeddings=True, electra_objective=False)
+    assert (run.objective, run.embedding_sharing) == ("mlm", "untied")
+    saved = run.to_dict()  # pretrain_config.json: both spellings, as before
+    assert (saved["electra_objective"], saved["electric_objective"],
+            saved["untied_generator_embeddings"]) == (False, False, True)
+    # A run saved with the original's spellings only, or with ours only, reads the same.
+    for only in ({k: v for k, v in saved.items() if k not in ("objective", "embedding_sharing")},
+                 {k: v for k, v in saved.items() if k not in spellings}):
+        model_dir = tmp_path / "models" / "tiny"
+        model_dir.mkdir(parents=True, exist_ok=True)
+        (model_dir / "pretrain_config.json").write_text(json.dumps(only))
+        (model_dir / "ckpt-1.index").write_bytes(b"")
+        resumed = config.from_hparams("tiny", str(tmp_path), {})
+        assert (resumed.objective, resumed.embedding_sharing) == ("mlm", "untied")
+    with pytest.raises(ConfigError, match="'electra_objective' must be true or false, got 'no'"):
+        tiny_config(electra_objective="no")
 
 
 def test_two_stage_and_untied_spellings_resolve():

@@ -164,12 +164,6 @@ class Objective(abc.ABC):
         return None
 
 
-def build(config: PretrainingConfig, encoder: modeling.Encoder) -> Objective:
-    """The objective the config's `objective` hparam names, on the discriminator-sized
-    `encoder`."""
-    return REGISTRY[config.objective](encoder, config)
-
-
 # ------------------------------------------------------------------ objectives
 
 class ReplacedTokenDetection(Objective):

@@ -92,7 +92,7 @@ def _probe(config):
         config.probe_task, tokenization.WordPieceTokenizer(config.vocab_file,
                                                            config.do_lower_case),
         config.max_seq_length, config.probe_examples)
-    return lambda step, state: linear(state.model.discriminator)
+    return lambda step, state: linear(state.model.encoder)
 
 
 def _read_saved_config(path: str) -> dict | None:

@@ -27,13 +27,40 @@ MODEL_SIZES = ("small", "base", "large")
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 OPTIMIZERS = ("adamw", "lamb")
-KERNELS = ("auto", "fused", "reference")  # modeling.KERNELS: the transformer's implementation
-# Ours (see objectives.py and pretraining.py): what the discriminator-sized model learns, how the
-# two networks train, and how their embeddings relate.
-OBJECTIVES = ("electra", "electra_15", "mlm", "replace_mlm", "all_tokens_mlm", "electric")
+KERNELS = ("auto", "fused", "reference")  # the transformer's implementation (modeling)
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectiveHparams:
+    """What the hparams know of an objective; objectives.py holds its model, its FLOPs and its
+    health expectations in the class of the same name."""
+    # The discriminator-sized model detects replaced tokens (the original's
+    # electra_objective: true).
+    detection: bool = False
+    disc_weight: float | None = None  # its loss's weight unless given; None: the field's default
+    two_tower_generator: bool = False  # it needs Electric's two-tower generator
+
+
+# Ours: the objectives (what the discriminator-sized model learns), by their `objective` hparam.
+# A new objective is one line here and its class in objectives.py.
+OBJECTIVES: dict[str, ObjectiveHparams] = {
+    "electra": ObjectiveHparams(detection=True),
+    "electra_15": ObjectiveHparams(detection=True),
+    "mlm": ObjectiveHparams(),
+    "replace_mlm": ObjectiveHparams(disc_weight=1.0),  # a masked LM's loss: no 50x
+    "all_tokens_mlm": ObjectiveHparams(disc_weight=1.0),
+    "electric": ObjectiveHparams(detection=True, two_tower_generator=True),
+}
+# Ours: how the two networks train, and how their embeddings relate.
 TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
 EMBEDDING_SHARING = ("tied", "untied", "gdes")
-DETECTION_OBJECTIVES = ("electra", "electra_15")  # the ones two_stage and adversarial train
+
+
+def detection_objectives() -> tuple[str, ...]:
+    """The objectives two_stage and adversarial train: replaced-token detection with a
+    single-tower generator."""
+    return tuple(name for name, objective in OBJECTIVES.items()
+                 if objective.detection and not objective.two_tower_generator)
 
 # Transformer sizes from the original's util/training_utils.get_bert_config; heads and FFN width
 # follow the hidden size (64-dim heads, 4x FFN) unless model_hparam_overrides says otherwise.
@@ -97,10 +124,10 @@ class PretrainingConfig(TpuHparams):
     do_train: bool = True
     do_eval: bool = False
 
-    # Objective. electra_objective=false trains a BERT-style masked LM with the same masking.
-    electra_objective: bool = True
-    electric_objective: bool = False  # Electric (Clark et al., EMNLP 2020), two-tower generator
-    objective: str = "electra"  # ours: one of OBJECTIVES; the two above are its old spellings
+    # Objective: ours, one of OBJECTIVES. The original's electra_objective (false: a BERT-style
+    # masked LM with the same masking) and electric_objective (Electric, Clark et al., EMNLP
+    # 2020) are taken as its spellings (ORIGINAL_SPELLINGS).
+    objective: str = "electra"
     training_algorithm: str = "joint"  # ours: joint, two_stage or adversarial (paper 3.2)
     gen_weight: float = 1.0
     disc_weight: float = 50.0  # replace_mlm and all_tokens_mlm: 1.0 unless set
@@ -144,8 +171,8 @@ class PretrainingConfig(TpuHparams):
     # Generator
     uniform_generator: bool = False
     two_tower_generator: bool = False
-    untied_generator_embeddings: bool = False
-    embedding_sharing: str = "tied"  # ours: tied, untied or gdes; the above is "untied"
+    # Ours: tied, untied or gdes; the original's untied_generator_embeddings: true is "untied".
+    embedding_sharing: str = "tied"
     untied_generator: bool = True
     generator_layers: float = 1.0
     generator_hidden_size: float = 0.25
@@ -177,6 +204,8 @@ class PretrainingConfig(TpuHparams):
     max_predictions_per_seq: int = 0  # derived: int((mask_prob + 0.005) * max_seq_length)
 
     DERIVED: typing.ClassVar[tuple[str, ...]] = ("max_predictions_per_seq",)
+    SPELLINGS: typing.ClassVar[tuple[str, ...]] = ("electra_objective", "electric_objective",
+                                                    "untied_generator_embeddings")
     HPARAMS_DOC: typing.ClassVar[str] = "docs/pretraining.md#hyperparameters"
 
     @property
@@ -202,8 +231,24 @@ class PretrainingConfig(TpuHparams):
     def resolved_embedding_size(self) -> int:
         return self.embedding_size or self.bert_config()["hidden_size"]
 
+    # The original's spellings, read from `objective` and `embedding_sharing` (for the saved
+    # pretrain_config.json and the original's readers; nothing in electra_tf reads them).
+    @property
+    def electra_objective(self) -> bool:
+        return OBJECTIVES[self.objective].detection
+
+    @property
+    def electric_objective(self) -> bool:
+        return self.objective == "electric"
+
+    @property
+    def untied_generator_embeddings(self) -> bool:
+        return self.embedding_sharing == "untied"
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The hparams, with the original's spellings of `objective` and `embedding_sharing`."""
+        return {**dataclasses.asdict(self),
+                **{key: getattr(self, key) for key in self.SPELLINGS}}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -215,8 +260,9 @@ _TYPES = typing.get_type_hints(PretrainingConfig)
 
 def valid_keys(cls: type = PretrainingConfig) -> list[str]:
     derived = getattr(cls, "DERIVED", ())
-    return sorted(f.name for f in dataclasses.fields(cls)
-                  if f.name not in ("model_name", "data_dir") + derived)
+    return sorted([f.name for f in dataclasses.fields(cls)
+                   if f.name not in ("model_name", "data_dir") + derived]
+                  + list(getattr(cls, "SPELLINGS", ())))
 
 
 def load_hparams(hparams: str | dict | None) -> dict[str, Any]:
@@ -258,54 +304,56 @@ def preset(model_size: str) -> dict[str, Any]:
 
 # The hparams that decide the variables' shapes: a checkpoint only restores into the same.
 SHAPE_KEYS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
-              "generator_hidden_size", "generator_layers", "untied_generator_embeddings",
-              "untied_generator", "uniform_generator", "electra_objective",
-              "electric_objective", "two_tower_generator", "debug", "objective",
+              "generator_hidden_size", "generator_layers", "untied_generator",
+              "uniform_generator", "two_tower_generator", "debug", "objective",
               "training_algorithm", "embedding_sharing")
+# The original's spellings of our settings (PretrainingConfig.SPELLINGS): taken at the edge,
+# by original_spellings, and never read inside.
+_SPELLINGS_OF = {"objective": ("electra_objective", "electric_objective"),
+                 "embedding_sharing": ("untied_generator_embeddings",)}
 
 
-def resolve_spellings(hparams: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
-    """`objective` and `embedding_sharing` from the original's spellings (electra_objective,
-    electric_objective, untied_generator_embeddings) unless given, and those spellings set to
-    agree with them; `training_algorithm` two_stage implies untied embeddings. Fails on a
-    contradiction between values the user gave. Returns the updates."""
-    objective = user.get("objective") or legacy_objective(hparams)
+def original_spellings(hparams: dict[str, Any]) -> dict[str, Any]:
+    """`hparams` (a user's, or a saved run's) with the original's spellings (electra_objective,
+    electric_objective, untied_generator_embeddings) taken into `objective` and
+    `embedding_sharing`, which they set unless given; `training_algorithm` two_stage implies
+    untied embeddings. Fails on a spelling that says otherwise than the setting."""
+    hparams = dict(hparams)
+    spelled = {key: hparams.pop(key) for key in PretrainingConfig.SPELLINGS if key in hparams}
+    for key, value in spelled.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"hparam {key!r} must be true or false, got {value!r}")
+    electra, electric = spelled.get("electra_objective"), spelled.get("electric_objective")
+    if electric:  # the original: electric_objective wins over electra_objective
+        objective = hparams.setdefault("objective", "electric")
+    else:
+        objective = hparams.setdefault("objective", "mlm" if electra is False else "electra")
+    known = OBJECTIVES.get(objective)
     contradictions = []
-    if "electric_objective" in user and user["electric_objective"] != (objective == "electric"):
-        contradictions.append(f"electric_objective {user['electric_objective']}")
-    if "electra_objective" in user and objective != "electric" and \
-            user["electra_objective"] != (objective in DETECTION_OBJECTIVES):
-        contradictions.append(f"electra_objective {user['electra_objective']}")
+    if electric is not None and electric != (objective == "electric"):
+        contradictions.append(f"electric_objective {electric}")
+    if electra is not None and known is not None and not known.two_tower_generator and \
+            electra != known.detection:
+        contradictions.append(f"electra_objective {electra}")
     if contradictions:
         raise ConfigError(f"hparam 'objective' is {objective!r} but {' and '.join(contradictions)}"
                           " says otherwise; set only 'objective' (electra_objective and "
                           "electric_objective are its old spellings)")
+    untied = spelled.get("untied_generator_embeddings")
     two_stage = hparams.get("training_algorithm") == "two_stage"
-    sharing = user.get("embedding_sharing") or (
-        "untied" if hparams.get("untied_generator_embeddings") or two_stage else "tied")
-    untied = user.get("untied_generator_embeddings")
+    sharing = hparams.setdefault("embedding_sharing", "untied" if untied or two_stage else "tied")
     if untied is not None and untied != (sharing == "untied"):
         raise ConfigError(f"hparam 'embedding_sharing' is {sharing!r} but "
                           f"untied_generator_embeddings {untied} says otherwise; set only "
                           "'embedding_sharing' (untied_generator_embeddings: true is \"untied\")")
-    return {"objective": objective, "electric_objective": objective == "electric",
-            "electra_objective": objective in DETECTION_OBJECTIVES + ("electric",),
-            "embedding_sharing": sharing, "untied_generator_embeddings": sharing == "untied"}
-
-
-def legacy_objective(hparams: dict[str, Any]) -> str:
-    """The objective the original's electra_objective and electric_objective describe."""
-    if hparams.get("electric_objective"):
-        return "electric"
-    return "electra" if hparams.get("electra_objective", True) else "mlm"
+    return hparams
 
 
 def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str) -> None:
     """Fails naming every shape-deciding hparam that differs from the run saved in `where`."""
     def shape(c: dict[str, Any]) -> dict[str, Any]:
-        c = {"training_algorithm": "joint", **c}  # a run saved before these existed
-        c.update(resolve_spellings(c, {k: c[k] for k in ("objective", "embedding_sharing")
-                                       if k in c}))
+        # A run saved before training_algorithm, objective or embedding_sharing existed.
+        c = original_spellings({"training_algorithm": "joint", **c})
         return {"bert": saved_config(c).bert_config(), **{k: c.get(k) for k in SHAPE_KEYS}}
 
     ours, theirs = shape(config.to_dict()), shape(saved)
@@ -328,9 +376,6 @@ def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str
 # its outputs go, and init_checkpoint, which only starts a run.
 _NOT_INHERITED = ("do_train", "do_eval", "init_checkpoint", "model_dir", "results_txt",
                   "results_pkl")
-# Spellings of one setting (resolve_spellings): giving one of them takes none of the others.
-_SPELLING_GROUPS = (("objective", "electra_objective", "electric_objective"),
-                    ("embedding_sharing", "untied_generator_embeddings"))
 
 
 def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
@@ -349,9 +394,9 @@ def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(saved, dict):
         return {}
     given = set(user)
-    for group in _SPELLING_GROUPS:
-        if given & set(group):
-            given |= set(group)
+    for setting, spellings in _SPELLINGS_OF.items():  # one spelling given takes none saved
+        if given & {setting, *spellings}:
+            given |= {setting, *spellings}
     saved_dir = saved.get("data_dir", "")
     derived = {"pretrain_tfrecords": os.path.join(saved_dir, "pretrain_tfrecords",
                                                   "pretrain_data.tfrecord*"),
@@ -584,9 +629,6 @@ def validate(c: PretrainingConfig) -> None:
                  "generator_hidden_size = generator_layers = 1.0")
     require(c.do_train != c.do_eval, "do_train",
              "exactly one of do_train and do_eval must be true (as the original)")
-    require(not (c.electric_objective and (c.uniform_generator or not c.untied_generator)),
-             "electric_objective", "Electric needs its own two-tower generator: set "
-             "uniform_generator false and untied_generator true")
     _validate_objective(c)
     require(c.strategy in STRATEGIES, "strategy", f"one of {STRATEGIES}, got {c.strategy!r}")
     require(c.precision in PRECISIONS, "precision", f"one of {PRECISIONS}, got {c.precision!r}")
@@ -617,7 +659,11 @@ def _validate_schedule(c: PretrainingConfig) -> None:
 
 def _validate_objective(c: PretrainingConfig) -> None:
     require(c.objective in OBJECTIVES, "objective",
-            f"one of {OBJECTIVES}, got {c.objective!r}")
+            f"one of {tuple(OBJECTIVES)}, got {c.objective!r}")
+    require(not (OBJECTIVES[c.objective].two_tower_generator
+                 and (c.uniform_generator or not c.untied_generator)),
+            "electric_objective", "Electric needs its own two-tower generator: set "
+            "uniform_generator false and untied_generator true")
     require(c.training_algorithm in TRAINING_ALGORITHMS, "training_algorithm",
             f"one of {TRAINING_ALGORITHMS}, got {c.training_algorithm!r}")
     require(c.embedding_sharing in EMBEDDING_SHARING, "embedding_sharing",
@@ -632,9 +678,9 @@ def _validate_objective(c: PretrainingConfig) -> None:
                 "two_tower_generator false")
     algorithm = c.training_algorithm
     if algorithm != "joint":
-        require(c.objective in DETECTION_OBJECTIVES, "training_algorithm",
+        require(c.objective in detection_objectives(), "training_algorithm",
                 f"{algorithm} trains a generator against ELECTRA's discriminator: objective must "
-                f"be one of {DETECTION_OBJECTIVES}, got {c.objective!r}")
+                f"be one of {detection_objectives()}, got {c.objective!r}")
         require(own_generator, "training_algorithm",
                 f"{algorithm} needs a generator network of its own: uniform_generator false, "
                 "untied_generator true, two_tower_generator false")
@@ -688,12 +734,12 @@ def from_hparams(model_name: str, data_dir: str,
     if user.get("debug", False):  # the original's debug-mode values, before the user's
         update(config, dict(train_batch_size=8, num_train_steps=20, eval_batch_size=4,
                              iterations_per_loop=1, num_eval_steps=2))
-    update(config, user)
-    update(config, resolve_spellings(config.to_dict(), user))
-    if config.electric_objective:
+    update(config, original_spellings(user))
+    objective = OBJECTIVES.get(config.objective)  # validate() names an unknown one
+    if objective is not None and objective.two_tower_generator:
         config.two_tower_generator = True  # as the original: Electric needs the two towers
-    if config.objective in ("replace_mlm", "all_tokens_mlm") and "disc_weight" not in user:
-        config.disc_weight = 1.0  # a masked LM's loss, not a binary one: no 50x
+    if objective is not None and objective.disc_weight is not None and "disc_weight" not in user:
+        config.disc_weight = objective.disc_weight
     if config.use_tpu and config.strategy == "default":
         config.strategy = "tpu"
 

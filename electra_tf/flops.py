@@ -1,4 +1,4 @@
-"""Analytical FLOPs of a pretraining or fine-tuning step, counted from the matmuls it runs.
+"""Analytical FLOPs of a pretraining step, counted from the matmuls it runs.
 
 A step's compute is listed as the matrix multiplications its forward pass performs, each
 2 x m x k x n FLOPs (a multiply and an add per product term); training adds the backward pass's
@@ -12,7 +12,8 @@ the matmuls cost), it adds the element-wise operations, and it counts the input 
 as a dense one-hot product (2 x embedding x vocab per token), which dominates for very small
 models. Compare our counts with each other, not with the paper's.
 
-Each objective runs different networks and computes the output softmax in different places:
+Each objective runs different networks and computes the output softmax in different places;
+its class declares which (objectives.Objective.matmuls, from StepMatmuls' networks), e.g.
 
   electra   the generator encoder on the masked input and its MLM head at the
             max_predictions_per_seq masked positions; the discriminator encoder and its
@@ -24,7 +25,7 @@ Each objective runs different networks and computes the output softmax in differ
 
 and the generator configurations change the generator: `uniform_generator` has none,
 `untied_generator: false` runs the discriminator's encoder as the generator, and
-`untied_generator_embeddings` gives it embeddings of its own width (no projection).
+`embedding_sharing: untied` gives it embeddings of its own width (no projection).
 
 >>> from electra_tf import config
 >>> c = config.from_hparams("x", "/tmp", {"model_size": "small", "vocab_size": 30522})
@@ -37,7 +38,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from electra_tf.config import PretrainingConfig
+from electra_tf import objectives
+from electra_tf.config import OBJECTIVES, PretrainingConfig
 
 TRAINING_MULTIPLIER = 3  # forward + the backward pass's two products per forward matmul
 
@@ -59,101 +61,84 @@ class Matmul:
 
 
 def encoder_matmuls(name: str, bert: dict[str, Any], embedding_size: int, batch_size: int,
-                    seq_length: int, cls_only_last_layer: bool = False) -> list[Matmul]:
+                    seq_length: int) -> list[Matmul]:
     """A BERT encoder's matmuls: the projection from the embedding width (when it differs from
     the hidden size), then per layer the query/key/value projection (one [H, 3H] GEMM, as
     modeling.TransformerLayer computes it), the attention scores QK^T and context PV of every
-    head, the attention output and the feed-forward pair.
-
-    cls_only_last_layer: the last layer computes position 0 alone (fine-tuning a classifier):
-    its query/key/value GEMM still runs at every position (keys and values need them), the rest
-    at one position per sequence."""
+    head, the attention output and the feed-forward pair."""
     hidden, layers = bert["hidden_size"], bert["num_hidden_layers"]
     heads, intermediate = bert["num_attention_heads"], bert["intermediate_size"]
     tokens, head_size, sequences = batch_size * seq_length, hidden // heads, batch_size * heads
     matmuls = ([Matmul(f"{name} embedding projection", tokens, embedding_size, hidden)]
                if embedding_size != hidden else [])
-    matmuls.append(Matmul(f"{name} query/key/value", tokens, hidden, 3 * hidden, count=layers))
-
-    def per_position(full_layers: int, queries: int, suffix: str = "") -> list[Matmul]:
-        rows = batch_size * queries
-        return [
-            Matmul(f"{name} attention scores{suffix}", queries, head_size, seq_length, sequences,
-                   full_layers),
-            Matmul(f"{name} attention context{suffix}", queries, seq_length, head_size,
-                   sequences, full_layers),
-            Matmul(f"{name} attention output{suffix}", rows, hidden, hidden, count=full_layers),
-            Matmul(f"{name} feed-forward in{suffix}", rows, hidden, intermediate,
-                   count=full_layers),
-            Matmul(f"{name} feed-forward out{suffix}", rows, intermediate, hidden,
-                   count=full_layers),
-        ]
-
-    if not cls_only_last_layer:
-        return matmuls + per_position(layers, seq_length)
-    return (matmuls + (per_position(layers - 1, seq_length) if layers > 1 else [])
-            + per_position(1, 1, " ([CLS] only)"))
+    return matmuls + [
+        Matmul(f"{name} query/key/value", tokens, hidden, 3 * hidden, count=layers),
+        Matmul(f"{name} attention scores", seq_length, head_size, seq_length, sequences, layers),
+        Matmul(f"{name} attention context", seq_length, seq_length, head_size, sequences,
+               layers),
+        Matmul(f"{name} attention output", tokens, hidden, hidden, count=layers),
+        Matmul(f"{name} feed-forward in", tokens, hidden, intermediate, count=layers),
+        Matmul(f"{name} feed-forward out", tokens, intermediate, hidden, count=layers),
+    ]
 
 
-def objective(config: PretrainingConfig) -> str:
-    """The config's objective: its `objective` hparam when the config has one, else the
-    original's booleans (electric_objective, electra_objective)."""
-    name = getattr(config, "objective", None)
-    if name:
-        return name
-    if config.electric_objective:
-        return "electric"
-    return "electra" if config.electra_objective else "mlm"
+@dataclasses.dataclass(frozen=True)
+class StepMatmuls:
+    """The matmuls of the networks a pretraining step of `config` can run, at its shape: what
+    each objective (objectives.Objective.matmuls) composes its step from."""
+    config: PretrainingConfig
+    batch_size: int
+    seq_length: int
+    predictions: int  # rows of the masked-LM softmax: batch_size x positions per sequence
 
+    @property
+    def tokens(self) -> int:
+        return self.batch_size * self.seq_length
 
-def _mlm_head(name: str, positions: int, hidden: int, embedding_size: int,
-              vocab_size: int) -> list[Matmul]:
-    """modeling.MaskedLMHead at `positions` rows: dense to the embedding width, then the tied
-    output layer over the vocabulary (where the softmax's logits are made)."""
-    return [Matmul(f"{name} MLM head dense", positions, hidden, embedding_size),
-            Matmul(f"{name} MLM output layer", positions, embedding_size, vocab_size)]
+    def encoder(self, name: str) -> list[Matmul]:
+        """The discriminator-sized encoder at every position."""
+        return encoder_matmuls(name, self.config.bert_config(),
+                               self.config.resolved_embedding_size(), self.batch_size,
+                               self.seq_length)
 
+    def mlm_head(self, name: str, positions: int, hidden: int | None = None,
+                 embedding_size: int | None = None) -> list[Matmul]:
+        """modeling.MaskedLMHead at `positions` rows (of the discriminator-sized encoder unless
+        `hidden` and `embedding_size` say otherwise): dense to the embedding width, then the
+        tied output layer over the vocabulary (where the softmax's logits are made)."""
+        hidden = hidden or self.config.bert_config()["hidden_size"]
+        embedding_size = embedding_size or self.config.resolved_embedding_size()
+        return [Matmul(f"{name} MLM head dense", positions, hidden, embedding_size),
+                Matmul(f"{name} MLM output layer", positions, embedding_size,
+                       self.config.bert_config()["vocab_size"])]
 
-def _generator_matmuls(config: PretrainingConfig, batch_size: int, seq_length: int,
-                       predictions: int, name: str = "generator") -> list[Matmul]:
-    """The MLM generator of the electra objective in the config's topology."""
-    if config.uniform_generator:
-        return []
-    disc = config.bert_config()
-    vocab = disc["vocab_size"]
-    if not config.untied_generator:  # the discriminator's own encoder, run on the masked input
-        embedding = config.resolved_embedding_size()
-        return (encoder_matmuls(name, disc, embedding, batch_size, seq_length)
-                + _mlm_head(name, predictions, disc["hidden_size"], embedding, vocab))
-    gen = config.generator_bert_config()
-    embedding = (gen["hidden_size"] if config.untied_generator_embeddings
-                 else config.resolved_embedding_size())
-    return (encoder_matmuls(name, gen, embedding, batch_size, seq_length)
-            + _mlm_head(name, predictions, gen["hidden_size"], embedding, vocab))
+    def discriminator_head(self, dense: str, logit: str) -> list[Matmul]:
+        """modeling.DiscriminatorHead at every position: dense H x H, then one logit."""
+        hidden = self.config.bert_config()["hidden_size"]
+        return [Matmul(dense, self.tokens, hidden, hidden), Matmul(logit, self.tokens, hidden, 1)]
 
-
-def _electric_generator_matmuls(config: PretrainingConfig, batch_size: int,
-                                seq_length: int) -> list[Matmul]:
-    """Electric's two causal towers on the unmasked input and the cloze head over their
-    concatenated outputs at every position."""
-    gen = config.generator_bert_config()
-    embedding = (gen["hidden_size"] if config.untied_generator_embeddings
-                 else config.resolved_embedding_size())
-    towers = [m for tower in ("generator_ltr", "generator_rtl")
-              for m in encoder_matmuls(tower, gen, embedding, batch_size, seq_length)]
-    return towers + _mlm_head("cloze", batch_size * seq_length, 2 * gen["hidden_size"],
-                              embedding, gen["vocab_size"])
-
-
-def _discriminator_matmuls(config: PretrainingConfig, batch_size: int,
-                           seq_length: int) -> list[Matmul]:
-    """The discriminator encoder on the replaced input and its head at every position."""
-    disc = config.bert_config()
-    hidden, tokens = disc["hidden_size"], batch_size * seq_length
-    return (encoder_matmuls("discriminator", disc, config.resolved_embedding_size(), batch_size,
-                            seq_length)
-            + [Matmul("discriminator head", tokens, hidden, hidden),
-               Matmul("discriminator logit", tokens, hidden, 1)])
+    def generator(self) -> list[Matmul]:
+        """The generator pretraining.PretrainingModel builds for the config: none (uniform),
+        the discriminator's own encoder (untied_generator false), Electric's two towers on the
+        unmasked input with the cloze head at every position, or a masked LM of its own."""
+        c = self.config
+        if c.uniform_generator:
+            return []
+        if not c.untied_generator:  # the discriminator's own encoder, run on the masked input
+            return self.encoder("generator") + self.mlm_head("generator", self.predictions)
+        # two_stage's generator is the discriminator's twin, as the model builds it.
+        gen = c.bert_config() if c.training_algorithm == "two_stage" else \
+            c.generator_bert_config()
+        own_width = c.embedding_sharing == "untied" and c.training_algorithm != "two_stage"
+        embedding = gen["hidden_size"] if own_width else c.resolved_embedding_size()
+        if c.two_tower_generator:
+            towers = [m for tower in ("generator_ltr", "generator_rtl")
+                      for m in encoder_matmuls(tower, gen, embedding, self.batch_size,
+                                               self.seq_length)]
+            return towers + self.mlm_head("cloze", self.tokens, 2 * gen["hidden_size"],
+                                          embedding)
+        return (encoder_matmuls("generator", gen, embedding, self.batch_size, self.seq_length)
+                + self.mlm_head("generator", self.predictions, gen["hidden_size"], embedding))
 
 
 def pretraining_matmuls(config: PretrainingConfig, batch_size: int | None = None,
@@ -167,33 +152,11 @@ def pretraining_matmuls(config: PretrainingConfig, batch_size: int | None = None
     batch_size = batch_size or config.train_batch_size
     seq_length = seq_length or config.max_seq_length
     predictions = batch_size * (mlm_positions_per_seq or config.max_predictions_per_seq)
-    name = objective(config)
-    if name == "mlm":
-        disc = config.bert_config()
-        embedding = config.resolved_embedding_size()
-        return (encoder_matmuls("masked LM", disc, embedding, batch_size, seq_length)
-                + _mlm_head("masked LM", predictions, disc["hidden_size"], embedding,
-                            disc["vocab_size"]))
-    if name == "electric":
-        return (_discriminator_matmuls(config, batch_size, seq_length)
-                + _electric_generator_matmuls(config, batch_size, seq_length))
-    if name not in ("electra", "electra_15", "replace_mlm", "all_tokens_mlm"):
-        raise ValueError(f"flops: no FLOP count for objective {name!r}; known: electra, "
-                         "electra_15, mlm, replace_mlm, all_tokens_mlm, electric")
-    generator = _generator_matmuls(config, batch_size, seq_length, predictions)
-    if name in ("electra", "electra_15"):  # ELECTRA 15% computes every position, weighs 15%
-        return _discriminator_matmuls(config, batch_size, seq_length) + generator
-    disc = config.bert_config()
-    embedding = config.resolved_embedding_size()
-    model = encoder_matmuls("discriminator", disc, embedding, batch_size, seq_length)
-    if name == "replace_mlm":  # its own MLM head at the drawn positions
-        return model + _mlm_head("replace MLM", predictions, disc["hidden_size"], embedding,
-                                 disc["vocab_size"]) + generator
-    # all_tokens_mlm: the MLM head and the copy probability's DiscriminatorHead at every token
-    tokens, hidden = batch_size * seq_length, disc["hidden_size"]
-    return (model + _mlm_head("all-tokens MLM", tokens, hidden, embedding, disc["vocab_size"])
-            + [Matmul("copy head", tokens, hidden, hidden),
-               Matmul("copy logit", tokens, hidden, 1)] + generator)
+    if config.objective not in objectives.REGISTRY:
+        raise ValueError(f"flops: no FLOP count for objective {config.objective!r}; known: "
+                         f"{', '.join(OBJECTIVES)}")
+    return objectives.REGISTRY[config.objective].matmuls(
+        StepMatmuls(config, batch_size, seq_length, predictions))
 
 
 def pretraining_step_flops(config: PretrainingConfig, batch_size: int | None = None,
@@ -202,21 +165,4 @@ def pretraining_step_flops(config: PretrainingConfig, batch_size: int | None = N
     """Matmul FLOPs of one pretraining step, forward and backward (every network of the
     objective trains): 3x the forward pass's. Arguments as pretraining_matmuls'."""
     matmuls = pretraining_matmuls(config, batch_size, seq_length, mlm_positions_per_seq)
-    return float(TRAINING_MULTIPLIER * sum(m.forward_flops for m in matmuls))
-
-
-def finetuning_matmuls(bert: dict[str, Any], embedding_size: int, batch_size: int,
-                       seq_length: int, num_outputs: int) -> list[Matmul]:
-    """The forward matmuls of a classification or regression fine-tuning step (the
-    finetuning.glue.ClassificationHead on [CLS], whose encoder computes the last layer at
-    [CLS] alone), with num_outputs classes (1 for regression)."""
-    return (encoder_matmuls("encoder", bert, embedding_size, batch_size, seq_length,
-                            cls_only_last_layer=True)
-            + [Matmul("classifier", batch_size, bert["hidden_size"], num_outputs)])
-
-
-def finetuning_step_flops(bert: dict[str, Any], embedding_size: int, batch_size: int,
-                          seq_length: int, num_outputs: int) -> float:
-    """Matmul FLOPs of one classifier fine-tuning step, forward and backward."""
-    matmuls = finetuning_matmuls(bert, embedding_size, batch_size, seq_length, num_outputs)
     return float(TRAINING_MULTIPLIER * sum(m.forward_flops for m in matmuls))

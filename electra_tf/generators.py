@@ -1,6 +1,7 @@
 """What proposes the replacement tokens, and how its embeddings relate to the discriminator's.
 
-Generators, each with its forward pass and its own loss:
+Every generator is a `Generator` (what pretraining.PretrainingModel calls), with its forward
+pass and its own loss:
   MaskedLMGenerator  the original's: a (small) masked LM on the [MASK]ed input with vocabulary
                      logits at the masked positions only (also BERT's model itself, and the
                      discriminator's own encoder when untied_generator is false)
@@ -19,6 +20,7 @@ Embedding sharing (`embedding_sharing`; pretraining.PretrainingModel builds the 
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 import tensorflow as tf
@@ -37,15 +39,37 @@ class Generated:
     cloze_logits: tf.Tensor | None = None  # [B, L, V] at every position (Electric)
 
 
-class MaskedLMGenerator:
+class Generator(abc.ABC):
+    """What proposes the replacements: `__call__(batch, training)` gives its Generated;
+    `layers` lists every layer it trains (in the order that fixes the checkpoint's variables),
+    `encoder` is the encoder that reads its input (Electric's left-to-right tower; None without
+    one) and `head` its MaskedLMHead (None without one)."""
+
+    layers: list
+    encoder: modeling.Encoder | None = None
+    head: modeling.MaskedLMHead | None = None
+
+    @abc.abstractmethod
+    def build(self) -> None:
+        """Creates the weights of the layers not built yet."""
+
+    @abc.abstractmethod
+    def __call__(self, batch: Batch, training) -> Generated:
+        """Its proposal and its own loss on `batch`."""
+
+    def model(self) -> modeling.ElectraGenerator | None:
+        """The generator as a standalone Keras model sharing these weights, when it is a
+        single-tower masked LM."""
+        return None
+
+
+class MaskedLMGenerator(Generator):
     """A masked LM: encoder on the [MASK]ed input, MaskedLMHead at the masked positions, tied to
     the encoder's word embeddings; its loss is the mean cross-entropy over the masked draws."""
 
-    def __init__(self, encoder: modeling.Encoder, head_name: str = "generator_predictions"):
+    def __init__(self, encoder: modeling.Encoder):
         self.encoder = encoder
-        self.head = modeling.MaskedLMHead(encoder.vocab_size, encoder.embedding_size,
-                                          encoder.hidden_act, encoder.initializer_range,
-                                          encoder.layer_norm_eps, encoder.kernels, name=head_name)
+        self.head = modeling.MaskedLMHead.for_encoder(encoder, "generator_predictions")
         self.layers = [encoder, self.head]
 
     def build(self) -> None:
@@ -62,47 +86,41 @@ class MaskedLMGenerator:
                                               masked.masked_lm_weights), hidden)
 
     def model(self) -> modeling.ElectraGenerator:
-        """The generator as a standalone Keras model (shares these weights)."""
         model = modeling.ElectraGenerator(self.encoder, self.head, name="electra_generator")
         model.build()
         return model
 
 
-class TwoTowerGenerator:
+class TwoTowerGenerator(Generator):
     """Electric's generator (Clark et al., EMNLP 2020): on the unmasked input, position i sees
     its left context through the LTR tower and its right context through the RTL tower; the
     cloze loss covers every maskable position, and the replacements come from the cloze
     distribution at the masked positions."""
 
     def __init__(self, ltr: modeling.Encoder, rtl: modeling.Encoder, special):
-        self.ltr, self.rtl, self.special = ltr, rtl, special
-        self.head = modeling.MaskedLMHead(ltr.vocab_size, ltr.embedding_size, ltr.hidden_act,
-                                          ltr.initializer_range, ltr.layer_norm_eps, ltr.kernels,
-                                          name="cloze_predictions")
+        self.encoder, self.rtl, self.special = ltr, rtl, special
+        self.head = modeling.MaskedLMHead.for_encoder(ltr, "cloze_predictions")
         self.layers = [ltr, rtl, self.head]
 
     def build(self) -> None:
-        modeling.build_once(self.ltr)
+        modeling.build_once(self.encoder)
         modeling.build_once(self.rtl)
-        modeling.build_once(self.head, (None, None, 2 * self.ltr.hidden_size))
+        modeling.build_once(self.head, (None, None, 2 * self.encoder.hidden_size))
 
     def __call__(self, batch: Batch, training) -> Generated:
         inputs = (batch.input_ids, batch.input_mask, batch.segment_ids)
-        ltr = self.ltr(*inputs, training=training)
+        ltr = self.encoder(*inputs, training=training)
         rtl = self.rtl(*inputs, training=training)
         hidden = tf.concat([tf.roll(ltr, 1, axis=1), tf.roll(rtl, -1, axis=1)], -1)
-        cloze_logits = self.head(hidden, self.ltr.embedding_table)
+        cloze_logits = self.head(hidden, self.encoder.embedding_table)
         weights = tf.cast(candidates_mask(batch.input_ids, batch.input_mask, self.special),
                           tf.float32)
         return Generated(
             modeling.gather_positions(cloze_logits, batch.masked.masked_lm_positions),
             softmax_loss(cloze_logits, batch.input_ids, weights), cloze_logits=cloze_logits)
 
-    def model(self) -> None:
-        return None  # no single-tower masked LM to export
 
-
-class UniformGenerator:
+class UniformGenerator(Generator):
     """Replacement tokens uniformly at random over the vocabulary: zero logits, no weights.
     Its loss (ln V) is constant."""
 
@@ -118,9 +136,6 @@ class UniformGenerator:
         logits = tf.zeros(tf.concat([tf.shape(masked.masked_lm_ids), [self.vocab_size]], 0))
         return Generated(logits, softmax_loss(logits, masked.masked_lm_ids,
                                               masked.masked_lm_weights))
-
-    def model(self) -> None:
-        return None
 
 
 class ResidualEmbeddings(modeling.Embeddings):

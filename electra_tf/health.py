@@ -17,10 +17,11 @@ the learning-rate warmup, and where their thresholds come from:
   disc_accuracy < 0.5 (most tokens called replaced, when at most mask_prob are). Accuracy alone
   stays ~94% (#49) while the verdicts carry nothing.
 - trivial_loss: disc_loss >= 0.98 x H(p), the loss of always predicting the share
-  p = mask_prob x replaced_fraction of replaced tokens (ELECTRA 15%, judged at the masked
-  positions only: p = replaced_fraction; Electric's noise-contrastive loss has no such base
-  rate and is not checked); or masked_lm_loss >= 0.98 x ln(vocab_size), a uniform guess. A model there has learned nothing beyond the base rate; the
-  paper's curves (#3) fall well below both.
+  p = share x replaced_fraction of replaced tokens, `share` the objective's
+  (objectives.Objective.judged_replaced_share: mask_prob for ELECTRA, 1 for ELECTRA 15%, judged
+  at the masked positions only; Electric's noise-contrastive loss has no such base rate and is
+  not checked); or masked_lm_loss >= 0.98 x ln(vocab_size), a uniform guess. A model there has
+  learned nothing beyond the base rate; the paper's curves (#3) fall well below both.
 - gradient_explosion: grad_norm (before the clipping at 1.0) > 10 x the median of the previous
   (at least 5) intervals; sudden norm growth precedes the NaN losses reported for Base models
   on GPUs (#36, #70).
@@ -42,6 +43,8 @@ from __future__ import annotations
 import math
 import statistics
 from typing import Callable, Mapping, Sequence
+
+from electra_tf import objectives
 
 REPLACED_FRACTION_MIN = 0.15
 RECALL_MIN = 0.01
@@ -153,8 +156,7 @@ def _discriminator_one_class(scalars: Scalars) -> str | None:
 
 
 def _trivial_loss(mask_prob: float, vocab_size: int, objective: str) -> Condition:
-    # The share of replaced tokens among those the discriminator judges, per replaced_fraction.
-    judged_share = {"electra": mask_prob, "electra_15": 1.0}.get(objective)
+    judged_share = objectives.REGISTRY[objective].judged_replaced_share(mask_prob)
 
     def condition(scalars: Scalars) -> str | None:
         disc, replaced = scalars.get("disc_loss"), scalars.get("replaced_fraction")

@@ -42,8 +42,8 @@ import tensorflow as tf
 from keras import layers, ops
 
 from electra_tf import fused, hardware
+from electra_tf.config import KERNELS
 
-KERNELS = ("auto", "fused", "reference")
 LAYER_NORM_EPSILON = 1e-12  # the original's contrib layer_norm epsilon; layer_norm_eps's default
 ATTENTION_MASK_BIAS = -10000.0  # the original adds this to masked attention scores
 
@@ -511,6 +511,14 @@ class MaskedLMHead(layers.Layer):
         self.layer_norm = _layer_classes(fused_kernels)[1](
             epsilon=layer_norm_eps, name="LayerNorm", dtype=self.dtype_policy)
 
+    @classmethod
+    def for_encoder(cls, encoder: Encoder, name: str, **kwargs) -> MaskedLMHead:
+        """The head on `encoder`'s output, its shapes, activation and initialiser the encoder's
+        (its output layer is `encoder`'s word embeddings, passed to `call`)."""
+        return cls(encoder.vocab_size, encoder.embedding_size, encoder.hidden_act,
+                   encoder.initializer_range, encoder.layer_norm_eps, encoder.kernels, name=name,
+                   **kwargs)
+
     def build(self, input_shape=None):
         if input_shape is not None and not self.dense.built:
             self.dense.build(input_shape)
@@ -552,6 +560,14 @@ class DiscriminatorHead(layers.Layer):
                                   dtype=self.dtype_policy)
         # The original leaves this layer's kernel at tf.layers' default (Glorot uniform).
         self.dense_1 = layers.Dense(1, name="dense_1", dtype=self.dtype_policy)
+
+    @classmethod
+    def for_encoder(cls, encoder: Encoder, name: str = "discriminator_predictions",
+                    **kwargs) -> DiscriminatorHead:
+        """The head on `encoder`'s output, its width, activation and initialiser the
+        encoder's."""
+        return cls(encoder.hidden_size, encoder.hidden_act, encoder.initializer_range,
+                   encoder.kernels, name=name, **kwargs)
 
     def build(self, input_shape=None):
         self.dense.build((None, None, self.hidden_size))
@@ -613,9 +629,7 @@ class ElectraDiscriminator(_EncoderWithHead):
     """
 
     def default_head(self, encoder: Encoder) -> DiscriminatorHead:
-        return DiscriminatorHead(encoder.hidden_size, encoder.hidden_act,
-                                 encoder.initializer_range, encoder.kernels,
-                                 name="discriminator_predictions", dtype=self.dtype_policy)
+        return DiscriminatorHead.for_encoder(encoder, dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):
         sequence_output = self.encode(inputs, training)
@@ -631,9 +645,7 @@ class ElectraGenerator(_EncoderWithHead):
     """
 
     def default_head(self, encoder: Encoder) -> MaskedLMHead:
-        return MaskedLMHead(encoder.vocab_size, encoder.embedding_size, encoder.hidden_act,
-                            encoder.initializer_range, encoder.layer_norm_eps, encoder.kernels,
-                            name="generator_predictions", dtype=self.dtype_policy)
+        return MaskedLMHead.for_encoder(encoder, "generator_predictions", dtype=self.dtype_policy)
 
     def call(self, inputs, training=None):
         sequence_output = self.encode(inputs, training)

@@ -6,7 +6,7 @@ One training example goes through:
   generator          proposes tokens at the masked positions (generators.py)
   masking.corrupt()  Gumbel-max samples put into the input, under stop-gradient
   objective          the discriminator-sized model learns from the corrupted input
-                     (objectives.py); "mlm" has none: the generator is the model (BERT)
+                     (objectives.py); under "mlm" the generator is the model (BERT)
   loss               gen_weight * generator loss + disc_weight * objective loss
 
 What runs, per `objective` (the generator is the original's small masked LM unless
@@ -47,12 +47,12 @@ import tensorflow as tf
 from electra_tf import (checkpoints, distribution, fused, masking, modeling, objectives,
                         optimization, resume)
 from electra_tf.config import PretrainingConfig
-from electra_tf.generators import (Generated, MaskedLMGenerator, ResidualEmbeddings,
+from electra_tf.generators import (Generated, Generator, MaskedLMGenerator, ResidualEmbeddings,
                                    TwoTowerGenerator, UniformGenerator)
 # The corruption helpers are part of this module's interface too.
 from electra_tf.masking import (REPLACE_WITH_MASK_PROB, SpecialIds, load_vocab,  # noqa: F401
                                 mask, replace_tokens, sample_from_softmax, scatter_update)
-from electra_tf.objectives import mean
+from electra_tf.objectives import MetricRule
 
 
 def _encoder(bert: dict, name: str, embedding_size: int | None = None, embeddings=None,
@@ -65,6 +65,11 @@ def _encoder(bert: dict, name: str, embedding_size: int | None = None, embedding
 class PretrainingModel(keras.Model):
     """A generator and an objective on the discriminator-sized encoder (see the module
     docstring), with the original's weight tying and variable names.
+
+    Its parts: `encoder`, the discriminator-sized encoder (the original's "electra" scope:
+    ELECTRA's discriminator, BERT itself under mlm); `generator_part` (a generators.Generator),
+    whose encoder is `generator` (`generator_rtl` Electric's second tower) and head `mlm_head`;
+    `objective` (an objectives.Objective), whose DiscriminatorHead is `disc_head`.
 
     Tying (`embedding_sharing`, the original's scopes): "tied" shares the whole embedding block
     (word, position, token type, LayerNorm) between generator and discriminator, the generator
@@ -86,25 +91,25 @@ class PretrainingModel(keras.Model):
             gen_bert = bert
         embedding_size = c.resolved_embedding_size()
 
-        # The discriminator-sized model (the original's "electra" scope): ELECTRA's
-        # discriminator, or BERT's masked LM.
         generator_encoder = None
         if c.embedding_sharing == "gdes":
             generator_encoder = _encoder(gen_bert, "generator", embedding_size, kernels=c.kernels)
-            self.discriminator = _encoder(
+            self.encoder = _encoder(
                 bert, "electra", embeddings=ResidualEmbeddings(generator_encoder.embeddings),
                 kernels=c.kernels)
         else:
-            self.discriminator = _encoder(bert, "electra", embedding_size, kernels=c.kernels)
+            self.encoder = _encoder(bert, "electra", embedding_size, kernels=c.kernels)
 
+        objective = objectives.REGISTRY[c.objective]
+        self.generator_part: Generator
         if c.uniform_generator:
             self.generator_part = UniformGenerator(c.vocab_size)
-        elif c.objective == "mlm" or not c.untied_generator:
-            self.generator_part = MaskedLMGenerator(self.discriminator)
+        elif objective.generator_is_model or not c.untied_generator:
+            self.generator_part = MaskedLMGenerator(self.encoder)
         elif c.two_tower_generator:  # untied embeddings: each tower its own, as the original
             untied = c.embedding_sharing == "untied"
             width, shared = (None, None) if untied else (embedding_size,
-                                                         self.discriminator.embeddings)
+                                                         self.encoder.embeddings)
             self.generator_part = TwoTowerGenerator(
                 _encoder(gen_bert, "generator_ltr", width, shared, "ltr", c.kernels),
                 _encoder(gen_bert, "generator_rtl", width, shared, "rtl", c.kernels), special)
@@ -117,16 +122,15 @@ class PretrainingModel(keras.Model):
                                                              kernels=c.kernels))
         else:
             self.generator_part = MaskedLMGenerator(
-                _encoder(gen_bert, "generator", embedding_size, self.discriminator.embeddings,
+                _encoder(gen_bert, "generator", embedding_size, self.encoder.embeddings,
                          kernels=c.kernels))
 
-        self.objective = objectives.build(c.objective, self.discriminator, c.mask_prob)
+        self.objective = objective(self.encoder, c)
         self.baseline_head = None  # the adversarial generator's learned reward baseline
         if c.training_algorithm == "adversarial":
             self.baseline_head = keras.layers.Dense(1, name="adversarial_baseline")
         # Every layer, in the order that fixes the variables' order (the checkpoints').
-        self.parts = [*self.generator_part.layers,
-                      *(self.objective.layers if self.objective else []),
+        self.parts = [*self.generator_part.layers, *self.objective.layers,
                       *([self.baseline_head] if self.baseline_head else [])]
         # Two-stage training's switch: the step that starts the discriminator's stage.
         self.switch_step = c.num_train_steps // 2 if c.training_algorithm == "two_stage" \
@@ -135,25 +139,25 @@ class PretrainingModel(keras.Model):
     # The parts under the original's names.
     @property
     def generator(self) -> modeling.Encoder | None:
-        return getattr(self.generator_part, "encoder", getattr(self.generator_part, "ltr", None))
+        return self.generator_part.encoder
 
     @property
     def generator_rtl(self) -> modeling.Encoder | None:
-        return getattr(self.generator_part, "rtl", None)
+        part = self.generator_part
+        return part.rtl if isinstance(part, TwoTowerGenerator) else None
 
     @property
     def mlm_head(self) -> modeling.MaskedLMHead | None:
-        return getattr(self.generator_part, "head", None)
+        return self.generator_part.head
 
     @property
     def disc_head(self) -> modeling.DiscriminatorHead | None:
-        return getattr(self.objective, "disc_head", None)
+        return self.objective.disc_head
 
     def build(self, input_shape=None):
-        modeling.build_once(self.discriminator)
+        modeling.build_once(self.encoder)
         self.generator_part.build()
-        if self.objective is not None:
-            self.objective.build()
+        self.objective.build()
         if self.baseline_head is not None:
             modeling.build_once(self.baseline_head, (None, None, self.generator.hidden_size))
         self.built = True
@@ -175,7 +179,7 @@ class PretrainingModel(keras.Model):
         if stage is not None:
             return self._two_stage(batch, training, stage)
         generated = self.generator_part(batch, training)
-        if self.objective is None:  # BERT: the generator is the model
+        if self.objective.generator_is_model:  # BERT
             return self._outputs(batch, generated, c.gen_weight * generated.loss)
         corrupted = self._corrupt(batch, generated)
         loss, judged = self.objective(batch, corrupted, generated, training)
@@ -260,12 +264,12 @@ class PretrainingModel(keras.Model):
         """The discriminator-sized model as an ElectraDiscriminator: what fine-tuning starts
         from. It shares these weights, except under GDES, where it is a copy whose tables are
         the sums. Objectives without a DiscriminatorHead (mlm, replace_mlm) get a fresh one."""
-        encoder = self.discriminator
+        encoder = self.encoder
         if isinstance(encoder.embeddings, ResidualEmbeddings):
             encoder = _encoder(self.config.bert_config(), "electra",
                                self.config.resolved_embedding_size(), kernels=self.config.kernels)
             modeling.build_once(encoder)
-            theirs = checkpoints.encoder_variables(self.discriminator, "electra")
+            theirs = checkpoints.encoder_variables(self.encoder, "electra")
             for name, variable in checkpoints.encoder_variables(encoder, "electra").items():
                 variable.assign(theirs[name])
         model = modeling.ElectraDiscriminator(encoder, self.disc_head,
@@ -310,19 +314,20 @@ class PretrainingMetrics:
         def correct(predictions, o):
             return tf.cast(tf.equal(predictions, o["masked_lm_ids"]), tf.float32)
 
+        mean = MetricRule.mean
         rules = {"loss": mean(lambda o: (o["loss"], None)),
                  "masked_lm_loss": mean(lambda o: (o["gen_loss"], None)),
                  "masked_lm_accuracy": mean(lambda o: (correct(o["masked_lm_preds"], o),
                                                        o["masked_lm_weights"]))}
-        self.objective_names: set[str] = set()  # weighted by the outputs' objective_weight
-        if model.objective is not None:
+        if not model.objective.generator_is_model:
             rules.update({
                 "sampled_masked_lm_accuracy": mean(lambda o: (correct(o["sampled_tokids"], o),
                                                               o["masked_lm_weights"])),
                 "replaced_fraction": mean(lambda o: (tf.cast(o["disc_labels"], tf.float32),
                                                      tf.cast(o["replaced_mask"], tf.float32)))})
-            rules.update(model.objective.metrics)
-            self.objective_names = set(model.objective.metrics)
+        rules.update(model.objective.metrics)
+        # Weighted by the outputs' objective_weight.
+        self.objective_names: set[str] = set(model.objective.metrics)
         if model.baseline_head is not None:
             rules.update({"adversarial_reward": mean(lambda o: (o["adversarial_reward"], None)),
                           "baseline_loss": mean(lambda o: (o["baseline_loss"], None))})
@@ -417,7 +422,7 @@ class PretrainingState:
         generator's weights. Assigned in cross-replica context, so every replica's copy of a
         mirrored variable gets them."""
         n, model = self.model.switch_step, self.model
-        pairs = list(zip(model.generator.weights, model.discriminator.weights))
+        pairs = list(zip(model.generator.weights, model.encoder.weights))
 
         def copy():
             for source, target in pairs:
@@ -466,16 +471,16 @@ def initialize_from(model: PretrainingModel, path: str) -> list[str]:
         raise FileNotFoundError(f"init_checkpoint {path} holds no discriminator")
     done = []
     generator = model.generator_model()
-    if generator is not None and model.generator is not model.discriminator:
+    if generator is not None and model.generator is not model.encoder:
         if pretrained.generator is None:
             done.append(f"{pretrained.source} has no generator (the ++ releases do not): the "
                         "generator starts from fresh weights")
         else:
             # Tied embeddings come with the discriminator; a generator's own are copied.
-            tied = model.generator.embeddings is model.discriminator.embeddings
+            tied = model.generator.embeddings is model.encoder.embeddings
             checkpoints.copy_weights(pretrained.generator, generator, skip_embeddings=tied)
             done.append(f"initialised the generator from {pretrained.source}")
-    if isinstance(model.discriminator.embeddings, ResidualEmbeddings):
+    if isinstance(model.encoder.embeddings, ResidualEmbeddings):
         _load_gdes_discriminator(model, pretrained.discriminator)
     else:
         checkpoints.copy_weights(pretrained.discriminator, model.discriminator_model())
@@ -489,9 +494,9 @@ def _load_gdes_discriminator(model: PretrainingModel,
     """GDES: the discriminator's tables become the generator's plus residuals equal to the
     difference, everything else is copied."""
     theirs = checkpoints.model_variables(pretrained)
-    ours = checkpoints.model_variables(modeling.ElectraDiscriminator(model.discriminator,
+    ours = checkpoints.model_variables(modeling.ElectraDiscriminator(model.encoder,
                                                                      model.disc_head))
-    embeddings = model.discriminator.embeddings
+    embeddings = model.encoder.embeddings
     for name, value in ours.items():
         if tuple(theirs[name].shape) != tuple(value.shape):
             raise ValueError(f"the checkpoint's model does not fit: {name} "
@@ -507,7 +512,7 @@ def _load_gdes_discriminator(model: PretrainingModel,
 def export_size(model: PretrainingModel, vocab_file: str | None) -> int:
     """About the bytes export() writes: the weights of each model it saves (a table the two
     share, once per file; under GDES the residual tables too) and the vocabulary."""
-    variables = model.discriminator.weights + (model.disc_head.weights if model.disc_head
+    variables = model.encoder.weights + (model.disc_head.weights if model.disc_head
                                                else [])
     generator = model.generator_model()
     variables += generator.weights if generator is not None else []
@@ -528,6 +533,6 @@ def export(model: PretrainingModel, model_dir: str, vocab_file: str | None,
                                                   os.path.join(model_dir, f"{name}.keras")))
     if vocab_file:
         written += checkpoints.write_files(model_dir, checkpoints.tokenizer_files(
-            vocab_file, do_lower_case, model.discriminator.max_position_embeddings))
+            vocab_file, do_lower_case, model.encoder.max_position_embeddings))
     return written
 

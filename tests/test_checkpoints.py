@@ -544,7 +544,7 @@ def test_finetuning_takes_the_architecture_of_a_run_with_no_size_hparams(tmp_pat
     config = finetuning_config.from_hparams("run", str(data_dir), {"task_names": ["sst"]})
     encoder = trainer.build_model(config, trainer.make_tasks(config)).encoder
     ours = checkpoints.EncoderSizes.of(encoder)
-    assert ours == checkpoints.EncoderSizes.of(model.discriminator)
+    assert ours == checkpoints.EncoderSizes.of(model.encoder)
     assert ours.num_attention_heads == 2  # hidden / 64 would give 1
     for hparams, message in [
             ({"model_hparam_overrides": {"num_attention_heads": 1}},

@@ -124,7 +124,7 @@ def test_a_pretraining_step_trains_on_each_path(kernels):
     config = tiny_config(kernels=kernels)
     strategy = tf.distribute.get_strategy()
     state = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
-    assert state.model.discriminator.transformer_layers[0].fused_kernels == (kernels == "fused")
+    assert state.model.encoder.transformer_layers[0].fused_kernels == (kernels == "fused")
     ids = np.random.default_rng(0).integers(1000, 30000, (8, 32)).astype(np.int32)
     ids[:, 0], ids[:, -1] = 101, 102
     batch = {"input_ids": ids, "input_mask": np.ones_like(ids),

@@ -38,15 +38,15 @@ def _ids(variables):
 
 def test_default_tying_shares_the_whole_embedding_block():
     model = _model()
-    assert model.generator is not model.discriminator
-    assert model.generator.embeddings is model.discriminator.embeddings
-    emb = model.discriminator.embeddings
+    assert model.generator is not model.encoder
+    assert model.generator.embeddings is model.encoder.embeddings
+    emb = model.encoder.embeddings
     shared = _ids([emb.word_embeddings, emb.position_embeddings, emb.token_type_embeddings,
                    *emb.layer_norm.weights])
-    assert shared <= _ids(model.generator.weights) & _ids(model.discriminator.weights)
+    assert shared <= _ids(model.generator.weights) & _ids(model.encoder.weights)
     # Each encoder projects the 16-wide embeddings to its own hidden size.
-    assert model.generator.embeddings_project is not model.discriminator.embeddings_project
-    assert model.generator.hidden_size == 8 and model.discriminator.hidden_size == 32
+    assert model.generator.embeddings_project is not model.encoder.embeddings_project
+    assert model.generator.hidden_size == 8 and model.encoder.hidden_size == 32
     assert model.generator.embeddings_project.units == 8
     # The MLM head's output layer is the word-embedding matrix (no separate output matrix).
     assert model.mlm_head.dense.units == 16
@@ -56,8 +56,8 @@ def test_default_tying_shares_the_whole_embedding_block():
 
 def test_untied_generator_embeddings_get_their_own_block():
     model = _model(untied_generator_embeddings=True)
-    assert model.generator.embeddings is not model.discriminator.embeddings
-    assert not _ids(model.generator.embeddings.weights) & _ids(model.discriminator.weights)
+    assert model.generator.embeddings is not model.encoder.embeddings
+    assert not _ids(model.generator.embeddings.weights) & _ids(model.encoder.weights)
     # As the original: the generator's embeddings are then its own hidden size wide.
     assert model.generator.embedding_size == model.generator.hidden_size == 8
     assert model.generator.embeddings_project is None
@@ -65,14 +65,14 @@ def test_untied_generator_embeddings_get_their_own_block():
 
 def test_untied_generator_false_uses_one_encoder():
     model = _model(untied_generator=False, generator_hidden_size=1.0)
-    assert model.generator is model.discriminator
+    assert model.generator is model.encoder
 
 
 def test_bert_objective_has_no_discriminator_loss():
     model = _model(electra_objective=False)
     out = model(_features(), training=True)
     assert "disc_loss" not in out and model.disc_head is None
-    assert model.generator is model.discriminator
+    assert model.generator is model.encoder
     np.testing.assert_allclose(float(out["loss"]), float(out["gen_loss"]), rtol=1e-6)
 
 
@@ -99,7 +99,7 @@ def test_discriminator_loss_sends_no_gradient_to_the_generator():
     mlm_grads = tape.gradient(out["gen_loss"], generator_only)
     assert all(g is not None for g in mlm_grads)
     # The shared embeddings learn from both losses.
-    emb = model.discriminator.embeddings.word_embeddings
+    emb = model.encoder.embeddings.word_embeddings
     assert tape.gradient(out["disc_loss"], emb) is not None
 
 
@@ -215,7 +215,7 @@ def test_mixed_bfloat16_step_keeps_float32_variables_and_outputs():
     with distribution.precision_policy("mixed_bfloat16"):
         model = _model(precision="mixed_bfloat16")
     assert all(v.dtype == "float32" for v in model.weights)
-    assert model.discriminator.transformer_layers[0].compute_dtype == "bfloat16"
+    assert model.encoder.transformer_layers[0].compute_dtype == "bfloat16"
     optimizer = optimization.create_optimizer(1e-3, 10, 0, 0.01)
     variables = model.trainable_variables
     optimizer.build(variables)

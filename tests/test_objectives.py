@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import TINY_MODEL, run_script, tiny_config
-from electra_tf import checkpoints, modeling, optimization, pretraining, progress
+from electra_tf import (checkpoints, config, flops, generators, health, modeling, objectives,
+                        optimization, pretraining, progress)
 from electra_tf.config import ConfigError
 from test_model import _features
 
@@ -73,9 +74,9 @@ def test_replace_mlm_predicts_the_originals_from_the_corrupted_input():
     seen = np.take_along_axis(out["fake_input_ids"], positions, 1)
     samples_written = np.take_along_axis(out["replaced_mask"], positions, 1) > 0
     assert not (seen[weights > 0] == 103).any() and samples_written[weights > 0].all()
-    hidden = _encode(model, model.discriminator, out["fake_input_ids"], features)
+    hidden = _encode(model, model.encoder, out["fake_input_ids"], features)
     logits = model.objective.mlm_head(modeling.gather_positions(hidden, positions),
-                                      model.discriminator.embedding_table).numpy()
+                                      model.encoder.embedding_table).numpy()
     token_losses = -np.take_along_axis(_log_softmax(logits), out["masked_lm_ids"][..., None],
                                        -1)[..., 0]
     expected = (token_losses * weights).sum() / (weights.sum() + 1e-6)
@@ -88,8 +89,8 @@ def test_all_tokens_mlm_is_the_cross_entropy_of_the_copy_mixture():
     model = _model(objective="all_tokens_mlm")
     features = _features()
     out = _numpy(model(features, training=False))
-    hidden = _encode(model, model.discriminator, out["fake_input_ids"], features)
-    logits = model.objective.mlm_head(hidden, model.discriminator.embedding_table).numpy()
+    hidden = _encode(model, model.encoder, out["fake_input_ids"], features)
+    logits = model.objective.mlm_head(hidden, model.encoder.embedding_table).numpy()
     replaced_logit = model.disc_head(hidden).numpy()
     copy = 1.0 / (1.0 + np.exp(replaced_logit))  # D = sigmoid(-s)
     probs = np.exp(_log_softmax(logits.astype(np.float64)))
@@ -146,8 +147,8 @@ def _gradients(model, loss_key, variables, **call):
 
 def test_gdes_discriminator_reads_generator_embeddings_through_a_stop_gradient():
     model = _model(embedding_sharing="gdes")
-    generator_tables, residuals = model.generator.embeddings, model.discriminator.embeddings
-    assert model.generator.embeddings is not model.discriminator.embeddings
+    generator_tables, residuals = model.generator.embeddings, model.encoder.embeddings
+    assert model.generator.embeddings is not model.encoder.embeddings
     shared = [generator_tables.word_embeddings, generator_tables.position_embeddings,
               generator_tables.token_type_embeddings]
     deltas = [residuals.word_embeddings_delta, residuals.position_embeddings_delta,
@@ -165,17 +166,17 @@ def test_gdes_discriminator_reads_generator_embeddings_through_a_stop_gradient()
 
 def test_gdes_export_sums_the_tables_and_writes_both_blocks_to_tf1(tmp_path):
     model = _model(embedding_sharing="gdes")
-    for delta in model.discriminator.embeddings.trainable_variables:
+    for delta in model.encoder.embeddings.trainable_variables:
         delta.assign(np.random.default_rng(3).normal(0, 0.1, delta.shape).astype("float32"))
     exported = model.discriminator_model()
     assert type(exported.encoder.embeddings) is modeling.Embeddings
     summed = model.generator.embeddings.word_embeddings.numpy() + \
-        model.discriminator.embeddings.word_embeddings_delta.numpy()
+        model.encoder.embeddings.word_embeddings_delta.numpy()
     np.testing.assert_allclose(exported.encoder.embedding_table.numpy(), summed, rtol=1e-6)
     features = _features()
     np.testing.assert_allclose(
         exported(features)["logits"].numpy(),
-        model.disc_head(model.discriminator(features["input_ids"], features["input_mask"],
+        model.disc_head(model.encoder(features["input_ids"], features["input_mask"],
                                             features["segment_ids"])).numpy(), atol=1e-5)
     prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "model.ckpt-1"), exported,
                                               model.generator_model(), 1)
@@ -208,7 +209,7 @@ def test_two_stage_trains_one_network_per_stage():
     generator, discriminator = model.generator_variables(), model.discriminator_variables()
     assert generator and discriminator
     assert not set(map(id, generator)) & set(map(id, discriminator))
-    assert model.generator.embeddings is not model.discriminator.embeddings
+    assert model.generator.embeddings is not model.encoder.embeddings
     assert all(_gradients(model, "loss", generator, stage=1))
     assert not any(_gradients(model, "loss", discriminator, stage=1))
     assert not any(_gradients(model, "loss", generator, stage=2))
@@ -249,7 +250,7 @@ def test_two_stage_switches_freezes_and_restarts_the_schedule():
     assert not _unchanged(gen_start, _values(generator))
     # The switch: the discriminator's encoder becomes the generator's.
     tf.function(state._start_discriminator_from_generator)()
-    for ours, theirs in zip(model.discriminator.weights, model.generator.weights):
+    for ours, theirs in zip(model.encoder.weights, model.generator.weights):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     frozen, frozen_slots = _values(generator), _slots(optimizer, generator)
     switched = _values(discriminator)
@@ -351,6 +352,28 @@ def test_contradictions_fail_naming_the_hparams(hparams, message):
     assert message in str(error.value)
 
 
+def test_the_original_spellings_are_taken_at_the_edge_only(tmp_path):
+    import dataclasses
+    spellings = config.PretrainingConfig.SPELLINGS
+    assert not {f.name for f in dataclasses.fields(config.PretrainingConfig)} & set(spellings)
+    run = tiny_config(untied_generator_embeddings=True, electra_objective=False)
+    assert (run.objective, run.embedding_sharing) == ("mlm", "untied")
+    saved = run.to_dict()  # pretrain_config.json: both spellings, as before
+    assert (saved["electra_objective"], saved["electric_objective"],
+            saved["untied_generator_embeddings"]) == (False, False, True)
+    # A run saved with the original's spellings only, or with ours only, reads the same.
+    for only in ({k: v for k, v in saved.items() if k not in ("objective", "embedding_sharing")},
+                 {k: v for k, v in saved.items() if k not in spellings}):
+        model_dir = tmp_path / "models" / "tiny"
+        model_dir.mkdir(parents=True, exist_ok=True)
+        (model_dir / "pretrain_config.json").write_text(json.dumps(only))
+        (model_dir / "ckpt-1.index").write_bytes(b"")
+        resumed = config.from_hparams("tiny", str(tmp_path), {})
+        assert (resumed.objective, resumed.embedding_sharing) == ("mlm", "untied")
+    with pytest.raises(ConfigError, match="'electra_objective' must be true or false, got 'no'"):
+        tiny_config(electra_objective="no")
+
+
 def test_two_stage_and_untied_spellings_resolve():
     config = tiny_config(**TWO_STAGE)
     assert config.embedding_sharing == "untied" and config.untied_generator_embeddings
@@ -404,6 +427,112 @@ def test_two_stage_first_stage_reports_no_discriminator_metrics():
     results = metrics.results()
     assert results["stage"] == 1.0 and "masked_lm_loss" in results
     assert not {"disc_loss", "disc_auc", "disc_accuracy"} & set(results)
+
+
+# ------------------------------------------------------------------ the protocols and registry
+
+@pytest.mark.parametrize("hparams, generator", [
+    ({}, generators.MaskedLMGenerator),
+    ({"objective": "mlm"}, generators.MaskedLMGenerator),
+    ({"electric_objective": True}, generators.TwoTowerGenerator),
+    ({"objective": "all_tokens_mlm", "uniform_generator": True}, generators.UniformGenerator),
+    ({"objective": "replace_mlm"}, generators.MaskedLMGenerator),
+    ({"objective": "electra_15"}, generators.MaskedLMGenerator),
+])
+def test_generators_and_objectives_are_the_written_protocols(hparams, generator):
+    model = _model(**hparams)
+    assert type(model.generator_part) is generator
+    assert isinstance(model.generator_part, generators.Generator)
+    assert type(model.objective) is objectives.REGISTRY[model.config.objective]
+    assert isinstance(model.objective, objectives.Objective)
+    assert model.disc_head is model.objective.disc_head
+
+
+def test_every_objective_has_a_class_and_a_config_line():
+    assert list(objectives.REGISTRY) and set(objectives.REGISTRY) == set(config.OBJECTIVES)
+    assert config.detection_objectives() == ("electra", "electra_15")
+
+    class Incomplete(objectives.Objective):  # no loss, no FLOPs: cannot be built
+        def __init__(self, encoder, config):
+            self.encoder, self.layers, self.metrics = encoder, [encoder], {}
+
+    assert "Incomplete" not in {cls.__name__ for cls in objectives.REGISTRY.values()}
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete(None, None)
+
+
+FOCAL = {"objective": "focal_electra", "num_train_steps": 4, "iterations_per_loop": 2,
+         "text_summary_steps": 0}
+
+
+def _register_focal_detection(monkeypatch) -> None:
+    """A replaced-token detection with a focal loss (Lin et al., 2017), defined here: its
+    class and its line in config.OBJECTIVES make it the `objective` hparam focal_electra (both
+    undone after the test)."""
+    monkeypatch.setattr(objectives, "REGISTRY", dict(objectives.REGISTRY))
+
+    class FocalDetection(objectives.Objective):
+        name = "focal_electra"
+
+        def __init__(self, encoder, config):
+            self.encoder = encoder
+            self.disc_head = modeling.DiscriminatorHead.for_encoder(encoder)
+            self.layers = [encoder, self.disc_head]
+            self.metrics = {"focal_loss": objectives.MetricRule.mean(
+                lambda o: (o["focal_loss"], None))}
+
+        def __call__(self, batch, corrupted, generated, training):
+            hidden = self.encoder(corrupted.input_ids, batch.input_mask, batch.segment_ids,
+                                  training=training)
+            logits = self.disc_head(hidden)
+            signed = tf.where(corrupted.labels > 0, logits, -logits)  # the true class's logit
+            losses = -(1.0 - tf.sigmoid(signed)) ** 2 * tf.math.log_sigmoid(signed)
+            weights = tf.cast(batch.input_mask, tf.float32)
+            loss = tf.reduce_sum(losses * weights) / tf.reduce_sum(weights)
+            return loss, {"focal_loss": loss, "disc_logits": logits}
+
+        @classmethod
+        def matmuls(cls, step):
+            return (step.encoder("discriminator")
+                    + step.discriminator_head("focal head", "focal logit") + step.generator())
+
+    with pytest.raises(ConfigError, match="hparam 'objective': one of"):
+        tiny_config(**FOCAL)  # the class alone is not an objective
+    monkeypatch.setitem(config.OBJECTIVES, "focal_electra",
+                        config.ObjectiveHparams(detection=True, disc_weight=20.0))
+
+
+def test_a_new_objective_is_one_class_and_one_registry_line(monkeypatch):
+    """It is an hparam with its disc_weight, counts its FLOPs, checks its health and trains
+    its own loss."""
+    _register_focal_detection(monkeypatch)
+    run = tiny_config(**FOCAL)
+    assert run.disc_weight == 20.0 and run.electra_objective
+    names = {m.name for m in flops.pretraining_matmuls(run)}
+    assert {"focal head", "generator MLM output layer"} <= names
+    monitor = health.pretraining_monitor(run.mask_prob, run.vocab_size, 0, run.objective)
+    assert monitor.update(10, {"disc_loss": 5.0, "replaced_fraction": 0.4}) == []
+
+    model = _model(objective="focal_electra")
+    out = model(_features(), training=False)
+    np.testing.assert_allclose(out["loss"], out["gen_loss"] + 20.0 * out["focal_loss"],
+                               rtol=1e-5)
+    grads = _gradients(model, "focal_loss", model.disc_head.trainable_variables)
+    assert grads and all(grads)
+
+
+@pytest.mark.slow
+def test_a_new_objective_trains_and_exports_through_run_pretraining(data_dir, monkeypatch):
+    import run_pretraining
+
+    _register_focal_detection(monkeypatch)
+    run = tiny_config(data_dir, **FOCAL)
+    results = run_pretraining.train_or_eval(run, tf.distribute.get_strategy())
+    assert np.isfinite(results["focal_loss"]) and "disc_loss" not in results
+    written = progress.read_events(run.model_dir)[0]
+    assert set(written["focal_loss"]) == {2, 4}
+    exported = checkpoints.load_pretrained(run.model_dir)
+    assert exported.discriminator is not None and exported.generator is not None
 
 
 # ------------------------------------------------------------------ run_pretraining.py

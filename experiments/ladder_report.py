@@ -241,6 +241,7 @@ def plot_curve(rows: Sequence[Verdict], path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for attribute, color in (("electra", "tab:blue"), ("bert", "tab:orange")):
@@ -259,6 +260,12 @@ def plot_curve(rows: Sequence[Verdict], path: str) -> None:
         ax.axhspan(np.percentile(none.test, 25), np.percentile(none.test, 75), color="gray",
                    alpha=0.15)
     ax.set_xscale("log")
+    # A decade either side at least, so that one or two budgets still get decade ticks
+    # rather than crowded labels inside a fraction of a decade.
+    flops = [s.pretrain_flops for v in rows for s in (v.electra, v.bert) if s is not None]
+    if flops:
+        ax.set_xlim(min(flops) / 3, max(flops) * 3)
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("pretraining FLOPs")
     ax.set_ylabel("pos test accuracy on unseen words (%)")
     ax.set_title("median and IQR over fine-tuning seeds")

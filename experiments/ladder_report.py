@@ -269,9 +269,11 @@ def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str,
     return "\n".join(lines)
 
 
-def plot_curve(rows: Sequence[Verdict], path: str) -> None:
+def plot_curve(rows: Sequence[Verdict], path: str, collapses: Sequence[list[str]] = (),
+               baseline: float | None = None) -> None:
     """pos unseen-word test accuracy against pretraining FLOPs: ELECTRA, BERT (median, IQR),
-    no pretraining (median line, IQR band)."""
+    no pretraining (median line, IQR band); the most-frequent-tag tagger's score (dotted) and
+    the collapsed models (crossed) when known."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -279,6 +281,7 @@ def plot_curve(rows: Sequence[Verdict], path: str) -> None:
     import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    crossed_labelled = False
     for attribute, color in (("electra", "tab:blue"), ("bert", "tab:orange")):
         points = [getattr(v, attribute) for v in rows if getattr(v, attribute) is not None]
         if not points:
@@ -289,11 +292,21 @@ def plot_curve(rows: Sequence[Verdict], path: str) -> None:
         ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker="o",
                     capsize=3, color=color,
                     label=NAMES["electra" if attribute == "electra" else "mlm"])
+        name = NAMES["electra" if attribute == "electra" else "mlm"]
+        crossed = [(v.flops, getattr(v, attribute).median) for v, names in zip(rows, collapses)
+                   if getattr(v, attribute) is not None and
+                   any(n.startswith(name + " (") for n in names)]
+        if crossed:
+            ax.scatter(*zip(*crossed), marker="x", s=120, color="black", zorder=3,
+                       label=None if crossed_labelled else "collapsed to the most frequent tag")
+            crossed_labelled = True
     none = next((v.none for v in rows if v.none is not None), None)
     if none is not None:
         ax.axhline(none.median, color="gray", linestyle="--", label=NAMES[NONE])
         ax.axhspan(np.percentile(none.test, 25), np.percentile(none.test, 75), color="gray",
                    alpha=0.15)
+    if baseline is not None:
+        ax.axhline(baseline, color="black", linestyle=":", label="the most frequent tag for every word")
     ax.set_xscale("log")
     # A decade either side at least, so that one or two budgets still get decade ticks
     # rather than crowded labels inside a fraction of a decade.
@@ -361,7 +374,8 @@ def write(results_dir: str, report_dir: str) -> list[str]:
     written = [table]
     if rows:
         curve = os.path.join(report_dir, "ladder_curve.png")
-        plot_curve(rows, curve)
+        plot_curve(rows, curve, collapses,
+                   baseline_score(baselines, VERDICT_METRIC) if baselines else None)
         written.append(curve)
     return written
 

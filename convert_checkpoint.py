@@ -46,7 +46,6 @@ flags.DEFINE_integer("num_attention_heads", None, "The discriminator's attention
                      "TF1 checkpoint that does not say (no electra_config.json or "
                      "pretrain_config.json beside it) and whose hidden size is not a multiple "
                      "of 64.")
-flags.mark_flags_as_required(["input", "output", "to"])
 
 
 def convert(source: str, output: str, to: str, do_lower_case: bool = True,
@@ -100,4 +99,7 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+    # Required only as a command: importing convert() (tests, a user's script) must not make
+    # every later parse of absl's global flags demand --input, --output and --to.
+    flags.mark_flags_as_required(["input", "output", "to"])
     command_line.run(main, "docs/checkpoints.md")

@@ -30,13 +30,13 @@ import uuid
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags  # noqa: E402
 
 import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the flags are parsed)
 
 FLAGS = flags.FLAGS
 command_line.define_run_flags("Location of data files (finetuning_data, models, vocab).",
-                     "The name of the pretrained model being fine-tuned.")
+                               "The name of the pretrained model being fine-tuned.")
 
 
 def _median(trials: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
@@ -387,24 +387,11 @@ def run(config, strategy=None) -> dict:
 
 
 def main(argv) -> None:
-    logging.set_verbosity(logging.WARNING)
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments {argv[1:]}")
     from electra_tf import cli
-    from electra_tf import config as config_lib
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning.task import DataError
 
-    try:
-        config = finetuning_config.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
-        strategy = cli.make_strategy(config, FLAGS.num_cpu_devices)
-    except (config_lib.ConfigError, FileNotFoundError) as e:
-        raise app.UsageError(str(e)) from None
-    with cli.reported_stops():
-        try:
-            run(config, strategy)
-        except (config_lib.ConfigError, DataError, FileNotFoundError, ValueError) as e:
-            raise app.UsageError(str(e)) from None
+    cli.run_training_command(argv, finetuning_config.from_hparams, run, (DataError, ValueError))
 
 
 if __name__ == "__main__":

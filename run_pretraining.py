@@ -17,13 +17,13 @@ import pickle
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ start-up chatter
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags  # noqa: E402
 
 import command_line  # noqa: E402  (electra_tf, and TensorFlow, load after the flags are parsed)
 
 FLAGS = flags.FLAGS
 command_line.define_run_flags("Location of data files (TFRecords, vocab, models).",
-                     "The name of the model being pre-trained.")
+                               "The name of the model being pre-trained.")
 
 CONSOLE_KEYS = ("loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy", "disc_auc",
                 "learning_rate")
@@ -305,22 +305,10 @@ def _export(config, model, checkpointer) -> None:
 
 
 def main(argv) -> None:
-    logging.set_verbosity(logging.WARNING)
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments {argv[1:]}")
     from electra_tf import cli, data
     from electra_tf import config as config_lib
 
-    try:
-        config = config_lib.from_hparams(FLAGS.model_name, FLAGS.data_dir, FLAGS.hparams)
-        strategy = cli.make_strategy(config, FLAGS.num_cpu_devices)
-    except (config_lib.ConfigError, FileNotFoundError) as e:
-        raise app.UsageError(str(e)) from None
-    with cli.reported_stops():
-        try:
-            train_or_eval(config, strategy)
-        except (config_lib.ConfigError, data.InputError, FileNotFoundError) as e:
-            raise app.UsageError(str(e)) from None
+    cli.run_training_command(argv, config_lib.from_hparams, train_or_eval, (data.InputError,))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ convert_checkpoint.EXPORT_FORMATS).
     pretrained.discriminator, pretrained.generator, pretrained.vocab_file
     read_architecture("electra_small/").discriminator  # the hyperparameters, no weights
 
->>> sizes = EncoderSizes(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+>>> sizes = EncoderSpec(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
 ...                      num_attention_heads=2, intermediate_size=32)
 >>> names = model_variables(modeling.ElectraDiscriminator(sizes.encoder("electra")))
 >>> sorted(names)[:3]
@@ -146,10 +146,12 @@ def copy_weights(source, target, skip_embeddings: bool = False) -> list[str]:
     return names
 
 
-# ------------------------------------------------------------------------ sizes and models
+# ------------------------------------------------------------------- encoder specs and models
 
 @dataclasses.dataclass
-class EncoderSizes:
+class EncoderSpec:
+    """Everything an Encoder is built from: its sizes, its activation and its LayerNorm
+    epsilon (modeling.Encoder's arguments), as a checkpoint's architecture records them."""
     vocab_size: int
     embedding_size: int
     hidden_size: int
@@ -165,7 +167,7 @@ class EncoderSizes:
         return modeling.Encoder(**dataclasses.asdict(self), name=name)
 
     @classmethod
-    def of(cls, encoder: modeling.Encoder) -> EncoderSizes:
+    def of(cls, encoder: modeling.Encoder) -> EncoderSpec:
         return cls(**{f.name: getattr(encoder, f.name) for f in dataclasses.fields(cls)})
 
 
@@ -174,7 +176,7 @@ HF_ACTIVATIONS = ("gelu", "relu", "silu", "swish", "tanh")
 
 
 def infer_sizes(shapes: dict[str, tuple[int, ...]], scope: str,
-                num_attention_heads: int | None = None) -> EncoderSizes | None:
+                num_attention_heads: int | None = None) -> EncoderSpec | None:
     """An encoder's sizes from its TF1 names' shapes (None if the scope is absent); its
     embeddings are its own when the scope has them, else the discriminator's (electra/).
     Heads do not show in shapes: hidden / 64 as the original's configs, unless given."""
@@ -187,7 +189,7 @@ def infer_sizes(shapes: dict[str, tuple[int, ...]], scope: str,
     es = scope if f"{scope}/embeddings/word_embeddings" in shapes else "electra"
     vocab, embedding = shapes[f"{es}/embeddings/word_embeddings"]
     hidden = shapes[query][0]
-    return EncoderSizes(
+    return EncoderSpec(
         vocab_size=vocab, embedding_size=embedding, hidden_size=hidden,
         num_hidden_layers=layers,
         num_attention_heads=num_attention_heads or max(1, hidden // 64),
@@ -204,7 +206,7 @@ _DISCRIMINATOR_HEAD = "discriminator_predictions/dense/kernel"
 
 
 def build_models(weights: dict[str, np.ndarray], source: str,
-                 sizes: dict[str, EncoderSizes] | None = None):
+                 sizes: dict[str, EncoderSpec] | None = None):
     """The discriminator (always) and the generator (when the weights hold one) of these
     weights, assigned; `sizes` by scope (electra, generator) where known, else inferred from
     the shapes. Fails naming the weights nothing took."""
@@ -281,11 +283,11 @@ def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,
     architecture = {}
     if discriminator is not None:
         names.update(model_variables(discriminator))
-        architecture["discriminator"] = dataclasses.asdict(EncoderSizes.of(discriminator.encoder))
+        architecture["discriminator"] = dataclasses.asdict(EncoderSpec.of(discriminator.encoder))
     if generator is not None:
         tied = discriminator is not None and _same_embeddings(discriminator, generator)
         names.update(model_variables(generator, "electra" if tied else "generator"))
-        architecture["generator"] = dataclasses.asdict(EncoderSizes.of(generator.encoder))
+        architecture["generator"] = dataclasses.asdict(EncoderSpec.of(generator.encoder))
     if global_step is not None:
         names["global_step"] = tf.constant(global_step, tf.int64)
     directory = os.path.dirname(prefix) or "."
@@ -309,7 +311,7 @@ def _same_embeddings(discriminator, generator) -> bool:
 
 
 def _tf1_sizes(prefix: str, shapes: dict[str, tuple[int, ...]],
-               num_attention_heads: int | None = None) -> dict[str, EncoderSizes]:
+               num_attention_heads: int | None = None) -> dict[str, EncoderSpec]:
     """The encoders' sizes of a TF1 checkpoint by scope: shapes for the sizes; for the heads,
     activation and LayerNorm epsilon, `num_attention_heads` (the discriminator's), else the
     ARCHITECTURE_FILE or the pretrain_config.json beside it, else the original's rules (gelu,
@@ -490,7 +492,7 @@ def hf_config(model) -> dict[str, Any]:
         "pad_token_id": 0, "position_embedding_type": "absolute", "tie_word_embeddings": True}
 
 
-def hf_sizes(config: dict[str, Any], source: str) -> EncoderSizes:
+def hf_sizes(config: dict[str, Any], source: str) -> EncoderSpec:
     """An encoder's hyperparameters from a Hugging Face config.json (ELECTRA or BERT); fails
     on what this encoder cannot compute (another activation, relative positions)."""
     act = config.get("hidden_act", "gelu")
@@ -502,7 +504,7 @@ def hf_sizes(config: dict[str, Any], source: str) -> EncoderSizes:
         raise ValueError(f"{source}/config.json: position_embedding_type {positions!r} is not "
                          "supported (ELECTRA's are absolute)")
     hidden = config["hidden_size"]
-    return EncoderSizes(
+    return EncoderSpec(
         vocab_size=config["vocab_size"], embedding_size=config.get("embedding_size", hidden),
         hidden_size=hidden, num_hidden_layers=config["num_hidden_layers"],
         num_attention_heads=config["num_attention_heads"],
@@ -770,8 +772,8 @@ class Pretrained:
 @dataclasses.dataclass
 class Architecture:
     """What read_architecture found: the encoders' hyperparameters, without the weights."""
-    discriminator: EncoderSizes | None
-    generator: EncoderSizes | None
+    discriminator: EncoderSpec | None
+    generator: EncoderSpec | None
     source: str
     format: str
 
@@ -1096,8 +1098,8 @@ def _load_keras(keras_file: str) -> keras.Model:
     return keras.saving.load_model(keras_file, compile=False)
 
 
-def _keras_sizes(keras_file: str) -> EncoderSizes:
+def _keras_sizes(keras_file: str) -> EncoderSpec:
     """The encoder's hyperparameters from a .keras archive's config.json."""
     encoder = _keras_config(keras_file)["config"]["encoder"]["config"]
-    return EncoderSizes(**{f.name: encoder[f.name] for f in dataclasses.fields(EncoderSizes)
+    return EncoderSpec(**{f.name: encoder[f.name] for f in dataclasses.fields(EncoderSpec)
                            if f.name in encoder})

@@ -6,6 +6,8 @@ package, parses them and answers --help before TensorFlow loads).
   XLA functions even with jit_compile off, so the line says nothing about the training step.
   Compiling a trivial function once, with stderr held back, uses up that once-per-process line.
 - make_strategy(), reported_stops(): the strategy a config names; a run's stops as one line.
+- run_training_command(): the main() of run_pretraining.py and run_finetuning.py, which differ
+  only in how they read their config, what they run and which of its errors are the user's.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from electra_tf import hardware
 
@@ -64,3 +66,29 @@ def reported_stops() -> Iterator[None]:
     except (training.Diverged, training.InputDataError, resume.CheckpointError,
             resume.CheckpointWriteError, files.WriteError) as e:
         fail(str(e))
+
+
+def run_training_command(argv: list[str], from_hparams: Callable[[str, str, Any], Any],
+                         run: Callable[[Any, Any], Any],
+                         usage_errors: tuple[type[Exception], ...] = ()) -> None:
+    """Builds the config from --model_name, --data_dir and --hparams, then the strategy, and
+    runs `run(config, strategy)`. A bad config, a missing file or one of `usage_errors` is a
+    usage error (one line and the flags' help); a stop is reported as reported_stops() says."""
+    from absl import app, flags, logging
+
+    from electra_tf import config as config_lib
+
+    logging.set_verbosity(logging.WARNING)
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}")
+    given = flags.FLAGS
+    try:
+        config = from_hparams(given.model_name, given.data_dir, given.hparams)
+        strategy = make_strategy(config, given.num_cpu_devices)
+    except (config_lib.ConfigError, FileNotFoundError) as e:
+        raise app.UsageError(str(e)) from None
+    with reported_stops():
+        try:
+            run(config, strategy)
+        except (config_lib.ConfigError, FileNotFoundError, *usage_errors) as e:
+            raise app.UsageError(str(e)) from None

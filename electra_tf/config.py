@@ -126,7 +126,7 @@ class PretrainingConfig(TpuHparams):
 
     # Objective: ours, one of OBJECTIVES. The original's electra_objective (false: a BERT-style
     # masked LM with the same masking) and electric_objective (Electric, Clark et al., EMNLP
-    # 2020) are taken as its spellings (ORIGINAL_SPELLINGS).
+    # 2020) are taken as its spellings (SPELLINGS).
     objective: str = "electra"
     training_algorithm: str = "joint"  # ours: joint, two_stage or adversarial (paper 3.2)
     gen_weight: float = 1.0

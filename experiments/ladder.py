@@ -26,7 +26,8 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
   5. the report (experiments/ladder_report.py), from the records alone.
 
 Every finished run appends its records to JSON Lines files in --results (default
-experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl
+experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl,
+baseline.jsonl
 (experiments/records.py). A run whose records are there is skipped, so a rerun resumes; the
 pretraining runs also resume from their checkpoints in DIR. --hours ends a sitting: no run starts
 after it, and a pretraining run still going gets SIGTERM (it writes a checkpoint and the next
@@ -401,6 +402,33 @@ def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
     return data_dir
 
 
+def record_baselines(store: Store, data_dir: str) -> None:
+    """baseline.jsonl: the pos scores of tagging every word with train.txt's most frequent tag,
+    on dev and test, so that the report can tell a fine-tuned tagger from one that collapsed
+    to that tag (whose unseen-word accuracy is the share of unseen words with that tag)."""
+    from electra_tf.finetuning import pos
+    from electra_tf.finetuning.task import most_frequent
+    from electra_tf.tokenization import WordPieceTokenizer
+
+    if store.has("baseline", task="pos"):
+        return
+    directory = os.path.join(data_dir, "finetuning_data", "pos")
+    if not os.path.exists(os.path.join(directory, "train.txt")):
+        return
+    train = pos.read_task_file(os.path.join(directory, "train.txt"))
+    tag = most_frequent(t for sentence in train for t in sentence.tags)
+    normalize = WordPieceTokenizer(os.path.join(data_dir, "vocab.txt"), True).normalize
+    lines = []
+    for split in ("dev", "test"):
+        sentences = pos.read_task_file(os.path.join(directory, f"{split}.txt"))
+        scores = pos.accuracies([s.tags for s in sentences], [[tag] * len(s.tags)
+                                                              for s in sentences],
+                                pos.unseen_words(train, sentences, normalize))
+        lines += [{"task": "pos", "baseline": f"most frequent tag {tag}", "split": split,
+                   "metric": metric, "score": score} for metric, score in scores.items()]
+    store.append("baseline", lines)
+
+
 # ----------------------------------------------------------------------------- main
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -453,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             + ", ".join(f"{r.steps} ({r.flops:.2g} FLOPs, fork {r.fork})" for r in c.rungs)
             + f"; {c.cost_flops() / c.rungs[-1].flops:.2f}x the largest rung's FLOPs")
     sitting = Sitting(ladder, data_dir, args.out, Store(args.results), deadline)
+    record_baselines(sitting.store, data_dir)
     try:
         # Random weights first, each of its runs in a model directory of its own so that both
         # workers take its runs; then the two climbs side by side.

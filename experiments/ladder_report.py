@@ -160,6 +160,37 @@ def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
     return out
 
 
+# A tagger within this many points of the most-frequent-tag baseline's accuracy has collapsed
+# to that tag: its unseen-word accuracy is then the baseline's, not a sign of transfer.
+COLLAPSE_MARGIN = 1.0
+
+
+def collapsed(verdict: Verdict, finetune: Sequence[dict[str, Any]],
+              baseline: float | None) -> list[str]:
+    """The budget's pretrained models whose pos test accuracy median, at the learning rate
+    the verdict used, is at the most-frequent-tag baseline's (baseline.jsonl)."""
+    if baseline is None:
+        return []
+    out = []
+    for scores in (verdict.electra, verdict.bert):
+        if scores is None:
+            continue
+        overall = [r["score"] for r in finetune if r["task"] == VERDICT_TASK and
+                   r["split"] == "test" and r["metric"] == "accuracy" and
+                   r["objective"] == scores.objective and
+                   r["pretrain_steps"] == scores.pretrain_steps and
+                   r["learning_rate"] == scores.learning_rate]
+        if overall and float(np.median(overall)) <= baseline + COLLAPSE_MARGIN:
+            out.append(f"{NAMES[scores.objective]} (pos accuracy "
+                       f"{float(np.median(overall)):.1f} at lr {scores.learning_rate:g})")
+    return out
+
+
+def baseline_score(lines: Sequence[dict[str, Any]], metric: str) -> float | None:
+    return next((r["score"] for r in lines if r["task"] == VERDICT_TASK and
+                 r["split"] == "test" and r["metric"] == metric), None)
+
+
 def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -172,16 +203,20 @@ def _bold(verdict: str) -> str:
     return verdict if verdict in ("-", "no difference") else f"**{verdict}**"
 
 
-def verdict_table(rows: Sequence[Verdict]) -> str:
+def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) -> str:
+    """The rule's verdicts; `collapses` (per row, from collapsed()) adds a column naming the
+    models that tag every word with the most frequent tag."""
     lines = ["| budget (FLOPs) | ELECTRA (steps) | BERT (steps) | no pretraining | "
-             "pretraining against none (p) | which objective is ahead (p) |",
-             "|---|---|---|---|---|---|"]
-    for v in rows:
+             "pretraining against none (p) | which objective is ahead (p) |"
+             + (" collapsed to the most frequent tag |" if collapses else ""),
+             "|---|---|---|---|---|---|" + ("---|" if collapses else "")]
+    for i, v in enumerate(rows):
         steps = [f" ({s.pretrain_steps})" if s is not None else "" for s in (v.electra, v.bert)]
         lines.append(
             f"| {v.flops:.2g} | {_cell(v.electra)}{steps[0]} | {_cell(v.bert)}{steps[1]} | "
             f"{_cell(v.none)} | {_bold(v.transfer_verdict)} ({_p(v.transfer_p)}) | "
-            f"{_bold(v.objective_verdict)} ({_p(v.electra_bert_p)}) |")
+            f"{_bold(v.objective_verdict)} ({_p(v.electra_bert_p)}) |"
+            + (f" {', '.join(collapses[i]) or '-'} |" if collapses else ""))
     return "\n".join(lines)
 
 
@@ -234,15 +269,19 @@ def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str,
     return "\n".join(lines)
 
 
-def plot_curve(rows: Sequence[Verdict], path: str) -> None:
+def plot_curve(rows: Sequence[Verdict], path: str, collapses: Sequence[list[str]] = (),
+               baseline: float | None = None) -> None:
     """pos unseen-word test accuracy against pretraining FLOPs: ELECTRA, BERT (median, IQR),
-    no pretraining (median line, IQR band)."""
+    no pretraining (median line, IQR band); the most-frequent-tag tagger's score (dotted) and
+    the collapsed models (crossed) when known."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    crossed_labelled = False
     for attribute, color in (("electra", "tab:blue"), ("bert", "tab:orange")):
         points = [getattr(v, attribute) for v in rows if getattr(v, attribute) is not None]
         if not points:
@@ -253,12 +292,28 @@ def plot_curve(rows: Sequence[Verdict], path: str) -> None:
         ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker="o",
                     capsize=3, color=color,
                     label=NAMES["electra" if attribute == "electra" else "mlm"])
+        name = NAMES["electra" if attribute == "electra" else "mlm"]
+        crossed = [(v.flops, getattr(v, attribute).median) for v, names in zip(rows, collapses)
+                   if getattr(v, attribute) is not None and
+                   any(n.startswith(name + " (") for n in names)]
+        if crossed:
+            ax.scatter(*zip(*crossed), marker="x", s=120, color="black", zorder=3,
+                       label=None if crossed_labelled else "collapsed to the most frequent tag")
+            crossed_labelled = True
     none = next((v.none for v in rows if v.none is not None), None)
     if none is not None:
         ax.axhline(none.median, color="gray", linestyle="--", label=NAMES[NONE])
         ax.axhspan(np.percentile(none.test, 25), np.percentile(none.test, 75), color="gray",
                    alpha=0.15)
+    if baseline is not None:
+        ax.axhline(baseline, color="black", linestyle=":", label="the most frequent tag for every word")
     ax.set_xscale("log")
+    # A decade either side at least, so that one or two budgets still get decade ticks
+    # rather than crowded labels inside a fraction of a decade.
+    flops = [s.pretrain_flops for v in rows for s in (v.electra, v.bert) if s is not None]
+    if flops:
+        ax.set_xlim(min(flops) / 3, max(flops) * 3)
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("pretraining FLOPs")
     ax.set_ylabel("pos test accuracy on unseen words (%)")
     ax.set_title("median and IQR over fine-tuning seeds")
@@ -281,8 +336,18 @@ def write(results_dir: str, report_dir: str) -> list[str]:
     finetune = records.read(os.path.join(results_dir, "finetune.jsonl"))
     probe = records.read(os.path.join(results_dir, "probe.jsonl"))
     pretrain = records.read(os.path.join(results_dir, "pretrain.jsonl"))
+    baselines = records.read(os.path.join(results_dir, "baseline.jsonl"))
     os.makedirs(report_dir, exist_ok=True)
     rows = verdicts(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    baseline = baseline_score(baselines, "accuracy")
+    collapses = [collapsed(v, finetune, baseline) for v in rows] if baselines else []
+    check = "" if not baselines else (
+        f"\n\nTagging every word with train.txt's most frequent tag scores "
+        f"{baseline:.1f} on test and {baseline_score(baselines, VERDICT_METRIC):.1f} on its "
+        f"unseen words (baseline.jsonl). A model whose pos accuracy median is within "
+        f"{COLLAPSE_MARGIN:g} point of the former has collapsed to that tag, and its unseen-word "
+        "score is that tagger's: the last column names such models, and a verdict that rests "
+        "on one is not evidence of transfer (docs/reproduction.md).")
     sections = [
         "# Ladder: results",
         "Generated by `experiments/ladder_report.py` from the records in "
@@ -294,7 +359,7 @@ def write(results_dir: str, report_dir: str) -> list[str]:
         "pretraining's and a two-sided Mann-Whitney U test gives p < 0.05, *hurts* when it is "
         "below with p < 0.05, and makes *no difference* otherwise; the objective ahead is the "
         "one whose median is higher with p < 0.05 (docs/reproduction.md, \"The budget "
-        "ladder's decision rule\").\n\n" + verdict_table(rows),
+        "ladder's decision rule\")." + check + "\n\n" + verdict_table(rows, collapses),
     ]
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)
@@ -309,7 +374,8 @@ def write(results_dir: str, report_dir: str) -> list[str]:
     written = [table]
     if rows:
         curve = os.path.join(report_dir, "ladder_curve.png")
-        plot_curve(rows, curve)
+        plot_curve(rows, curve, collapses,
+                   baseline_score(baselines, VERDICT_METRIC) if baselines else None)
         written.append(curve)
     return written
 

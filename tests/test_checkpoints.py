@@ -93,11 +93,11 @@ def test_hf_export_loads_in_transformers_with_the_same_logits(tmp_path):
 
 def _pair():
     """A discriminator and a generator sharing the embeddings, as pretraining builds them."""
-    disc_sizes = checkpoints.EncoderSizes(vocab_size=120, embedding_size=24, hidden_size=32,
+    disc_sizes = checkpoints.EncoderSpec(vocab_size=120, embedding_size=24, hidden_size=32,
                                           num_hidden_layers=2, num_attention_heads=4,
                                           intermediate_size=48, max_position_embeddings=64)
     disc = modeling.ElectraDiscriminator(disc_sizes.encoder("electra"))
-    gen_sizes = checkpoints.EncoderSizes(**{**disc_sizes.__dict__, "hidden_size": 16,
+    gen_sizes = checkpoints.EncoderSpec(**{**disc_sizes.__dict__, "hidden_size": 16,
                                             "num_attention_heads": 2, "intermediate_size": 32})
     gen = modeling.ElectraGenerator(gen_sizes.encoder("generator"))
     disc.build(), gen.build()
@@ -232,9 +232,9 @@ def _tiny_release(tmp_path, with_generator: bool):
     bert, gen_bert = config.bert_config(), config.generator_bert_config()
     keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
             "intermediate_size", "max_position_embeddings", "type_vocab_size")
-    disc = modeling.ElectraDiscriminator(checkpoints.EncoderSizes(
+    disc = modeling.ElectraDiscriminator(checkpoints.EncoderSpec(
         embedding_size=config.embedding_size, **{k: bert[k] for k in keys}).encoder("electra"))
-    gen = modeling.ElectraGenerator(checkpoints.EncoderSizes(
+    gen = modeling.ElectraGenerator(checkpoints.EncoderSpec(
         embedding_size=config.embedding_size, **{k: gen_bert[k] for k in keys})
         .encoder("generator"))
     disc.build(), gen.build()
@@ -398,7 +398,7 @@ def test_layer_norm_eps_is_a_model_hparam():
 
 def _heads_model():
     """A discriminator with 4 heads where hidden / 64 gives 1."""
-    sizes = checkpoints.EncoderSizes(vocab_size=120, embedding_size=24, hidden_size=32,
+    sizes = checkpoints.EncoderSpec(vocab_size=120, embedding_size=24, hidden_size=32,
                                      num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=48, max_position_embeddings=64)
     disc = modeling.ElectraDiscriminator(sizes.encoder("electra"))
@@ -543,8 +543,8 @@ def test_finetuning_takes_the_architecture_of_a_run_with_no_size_hparams(tmp_pat
     data_dir, model_dir, model = _run_output(tmp_path)
     config = finetuning_config.from_hparams("run", str(data_dir), {"task_names": ["sst"]})
     encoder = trainer.build_model(config, trainer.make_tasks(config)).encoder
-    ours = checkpoints.EncoderSizes.of(encoder)
-    assert ours == checkpoints.EncoderSizes.of(model.encoder)
+    ours = checkpoints.EncoderSpec.of(encoder)
+    assert ours == checkpoints.EncoderSpec.of(model.encoder)
     assert ours.num_attention_heads == 2  # hidden / 64 would give 1
     for hparams, message in [
             ({"model_hparam_overrides": {"num_attention_heads": 1}},
@@ -583,10 +583,10 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
     release = os.path.dirname(prefix)
     config = config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release})
     assert config.model_size == "small"  # no preset has hidden 32: the default stays
-    assert checkpoints.EncoderSizes(**{k: v for k, v in config.bert_config().items()
-                                       if k in checkpoints.EncoderSizes.__dataclass_fields__},
+    assert checkpoints.EncoderSpec(**{k: v for k, v in config.bert_config().items()
+                                       if k in checkpoints.EncoderSpec.__dataclass_fields__},
                                     embedding_size=config.embedding_size) == \
-        checkpoints.EncoderSizes.of(disc.encoder)
+        checkpoints.EncoderSpec.of(disc.encoder)
     assert config.generator_bert_config()["hidden_size"] == 8
     with pytest.raises(config_lib.ConfigError, match="embedding_size 16 in the checkpoint, 24"):
         config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release,
@@ -623,7 +623,7 @@ class NpzWeights(checkpoints.Format):
 
     def _sizes(self, where):
         with open(os.path.join(where, "sizes.json")) as f:
-            return {scope: checkpoints.EncoderSizes(**sizes)
+            return {scope: checkpoints.EncoderSpec(**sizes)
                     for scope, sizes in json.load(f).items()}
 
     def load(self, where, num_attention_heads):
@@ -641,7 +641,7 @@ class NpzWeights(checkpoints.Format):
             if model is not None:
                 weights.update({name: np.asarray(var) for name, var
                                 in checkpoints.model_variables(model, scope).items()})
-                sizes[scope] = dataclasses.asdict(checkpoints.EncoderSizes.of(model.encoder))
+                sizes[scope] = dataclasses.asdict(checkpoints.EncoderSpec.of(model.encoder))
         np.savez(os.path.join(output, "weights.npz"), **weights)
         with open(os.path.join(output, "sizes.json"), "w") as f:
             json.dump(sizes, f)
@@ -660,8 +660,8 @@ def test_a_format_defined_here_round_trips_through_convert_and_load(tmp_path, mo
     loaded = checkpoints.load_pretrained(str(tmp_path / "npz"))
     assert loaded.format == "npz" and loaded.vocab_file == str(tmp_path / "npz" / "vocab.txt")
     architecture = checkpoints.read_architecture(str(tmp_path / "npz"))
-    assert architecture.discriminator == checkpoints.EncoderSizes.of(disc.encoder)
-    assert architecture.generator == checkpoints.EncoderSizes.of(release.generator.encoder)
+    assert architecture.discriminator == checkpoints.EncoderSpec.of(disc.encoder)
+    assert architecture.generator == checkpoints.EncoderSpec.of(release.generator.encoder)
     convert(str(tmp_path / "npz"), str(tmp_path / "keras"), "keras")
     final = checkpoints.load_pretrained(str(tmp_path / "keras"))
     for ours, theirs in ((final.discriminator, release.discriminator),

@@ -303,8 +303,13 @@ def hparam_names() -> set[str]:
     names, todo = set(bert_keys), list(roots)
     while todo:
         cls = todo.pop()
-        names.update(s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)
-                     and isinstance(s.target, ast.Name) and s.target.id != "HPARAMS_DOC")
+        for s in cls.body:
+            if not (isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)):
+                continue
+            if s.target.id == "SPELLINGS":  # the original's spellings, taken at the edge
+                names.update(_strings(s.value))
+            elif s.target.id != "HPARAMS_DOC":
+                names.add(s.target.id)
         todo.extend(classes[b.id] for b in cls.bases
                     if isinstance(b, ast.Name) and b.id in classes)
         todo.extend(classes[b.attr] for b in cls.bases

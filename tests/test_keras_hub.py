@@ -19,7 +19,7 @@ from electra_tf import checkpoints, modeling
 from electra_tf.tokenization import WordPieceTokenizer
 
 # The BERT vocabulary (the tokenizer's test needs real words), embedding size != hidden size.
-SIZES = checkpoints.EncoderSizes(vocab_size=30522, embedding_size=16, hidden_size=32,
+SIZES = checkpoints.EncoderSpec(vocab_size=30522, embedding_size=16, hidden_size=32,
                                  num_hidden_layers=2, num_attention_heads=4,
                                  intermediate_size=64, max_position_embeddings=128)
 TOLERANCE = 1e-5
@@ -30,7 +30,7 @@ def keras_hub():
     return pytest.importorskip("keras_hub")
 
 
-def _discriminator(sizes: checkpoints.EncoderSizes = SIZES) -> modeling.ElectraDiscriminator:
+def _discriminator(sizes: checkpoints.EncoderSpec = SIZES) -> modeling.ElectraDiscriminator:
     """A discriminator whose weights are on a trained model's scale (LayerNorm gains near 1,
     kernels keeping the variance, biases nonzero), so that every weight moves the output and
     the feed-forward layer's inputs reach where the two GELUs differ."""

@@ -290,6 +290,46 @@ def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
 
 
+def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict(tmp_path):
+    """A pretrained tagger that tags every word NOUN scores the NOUN share of the unseen words,
+    which can beat random weights on the rule's metric: the report names it."""
+    path = _hand_made(tmp_path)
+    records.append(str(path / "finetune.jsonl"),
+                   _runs("mlm", 11, 1.08e13, 1e-3, [24] * 5, [23.5, 23.7, 24, 23.6, 23.8],
+                         metric="accuracy")
+                   + _runs("electra", 200, 2e13, 1e-3, [80] * 5, [80] * 5, metric="accuracy"))
+    records.append(str(path / "baseline.jsonl"), [
+        {"task": "pos", "baseline": "most frequent tag NOUN", "split": "test",
+         "metric": metric, "score": score}
+        for metric, score in (("accuracy", 23.7), ("unseen_accuracy", 57.9))])
+    lines = records.read(str(path / "finetune.jsonl"))
+    rows = ladder_report.verdicts(ladder_report.select(lines, "pos", "unseen_accuracy"))
+    assert [ladder_report.collapsed(v, lines, 23.7) for v in rows] == [
+        ["BERT (MLM) (pos accuracy 23.7 at lr 0.001)"], [], []]
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "scores 23.7 on test and 57.9 on its unseen words" in text
+    assert "| BERT (MLM) (pos accuracy 23.7 at lr 0.001) |" in text
+
+
+def test_the_baselines_are_recorded_once_from_the_pos_task_files(tmp_path):
+    data = tmp_path / "data"
+    (data / "finetuning_data" / "pos").mkdir(parents=True)
+    (data / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ndog\n")
+    splits = {"train": "The DET\ndog NOUN\nbarks VERB\n\nA DET\ncat NOUN\n",
+              "dev": "The DET\nfox NOUN\n", "test": "Dogs NOUN\nrun VERB\n"}
+    for split, text in splits.items():
+        (data / "finetuning_data" / "pos" / f"{split}.txt").write_text(text)
+    store = ladder.Store(str(tmp_path / "results"))
+    ladder.record_baselines(store, str(data))
+    ladder.record_baselines(store, str(data))  # a rerun appends nothing
+    scores = {(r["split"], r["metric"]): r["score"] for r in store.read("baseline")}
+    assert len(store.read("baseline")) == 4
+    # NOUN and DET are tied at 2 in train: the smaller name, DET, is the repeatable choice.
+    assert scores == {("dev", "accuracy"): 50.0, ("dev", "unseen_accuracy"): 0.0,
+                      ("test", "accuracy"): 0.0, ("test", "unseen_accuracy"): 0.0}
+
+
 # ----------------------------------------------------------------------------- end to end
 
 @pytest.mark.slow

@@ -79,7 +79,7 @@ def load_pretrained_encoder(encoder: modeling.Encoder, path: str) -> str:
         raise ValueError(f"init_checkpoint {path} holds a generator only; fine-tuning starts "
                          "from the discriminator")
     source = pretrained.discriminator.encoder
-    keys = [f.name for f in dataclasses.fields(checkpoints.EncoderSizes)]
+    keys = [f.name for f in dataclasses.fields(checkpoints.EncoderSpec)]
     differ = [f"{k} {getattr(source, k)} in the checkpoint, {getattr(encoder, k)} in the config"
               for k in keys if getattr(source, k) != getattr(encoder, k)]
     if differ:

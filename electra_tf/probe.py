@@ -114,7 +114,7 @@ class LinearProbe:
             if len(set(data.labels.tolist())) < 2:
                 raise ValueError(f"probe_task {directory!r}: its {split} split has a single "
                                  "label; a probe needs at least two")
-        return cls(name, train, dev, scores, getattr(task, "is_regression", False))
+        return cls(name, train, dev, scores, task.is_regression)
 
     def __call__(self, encoder) -> dict[str, float]:
         """{probe_<split>_<metric>} of the encoder's current weights: the main metric first."""

@@ -14,7 +14,8 @@ from conftest import REPO, TEST_DATA, TINY_FINETUNING, run_script
 from electra_tf import optimization
 from electra_tf.config import ConfigError
 from electra_tf.finetuning import config as finetuning_config
-from electra_tf.finetuning.task import SplitData, Task, TaskHparams, cross_entropy, pad_rows
+from electra_tf.finetuning.task import (Head, SplitData, Task, TaskHparams, cross_entropy,
+                                        pad_rows)
 
 
 def test_per_task_and_per_size_defaults_as_the_original():
@@ -446,7 +447,7 @@ def test_missing_test_file_fails_before_training_and_writes_nothing(finetuning_d
 # `long_review_words` words? Its class, its head and its hparam; registered in the test below.
 
 
-class MeanPoolHead(keras.layers.Layer):
+class MeanPoolHead(Head):
     """The mean of the encoder's vectors over the real tokens, to `num_classes` logits."""
 
     def __init__(self, num_classes: int, **kwargs):

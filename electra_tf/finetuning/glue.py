@@ -40,7 +40,7 @@ from scipy import stats
 from sklearn import metrics
 
 from electra_tf import files, modeling
-from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
+from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, Head, SplitData, Task,
                                         TaskHparams, cross_entropy, log_probabilities,
                                         most_frequent, softmax)
 from electra_tf.modeling import register
@@ -73,7 +73,7 @@ class _Split:
 
 
 @register
-class ClassificationHead(layers.Layer):
+class ClassificationHead(Head):
     """The [CLS] vector, dropout 0.1, one dense layer to `num_outputs` logits (1 for
     regression). No pooler, as the original; the dense layer has tf.layers' default Glorot
     initialisation, as the original's."""

@@ -51,8 +51,7 @@ class FinetuningModel(keras.Model):
     def call(self, inputs, training=None, tasks=None):
         heads = {name: self.heads[name] for name in (tasks or self.heads)}
         # Heads that read only [CLS]: the last layer then computes that position alone.
-        cls_only = all(getattr(head, "reads_first_position_only", False)
-                       for head in heads.values())
+        cls_only = all(head.reads_first_position_only for head in heads.values())
         sequence_output = self.encoder(inputs["input_ids"], inputs["input_mask"],
                                        inputs["segment_ids"], training=training,
                                        first_position_only=cls_only)

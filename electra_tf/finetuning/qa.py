@@ -30,7 +30,7 @@ from keras import layers
 from electra_tf import fused
 from electra_tf.config import require
 from electra_tf.finetuning import squad
-from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, SplitData, Task,
+from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, Head, SplitData, Task,
                                         TaskHparams, cross_entropy)
 from electra_tf.modeling import register
 
@@ -40,7 +40,7 @@ if typing.TYPE_CHECKING:
 
 
 @register
-class SquadHead(layers.Layer):
+class SquadHead(Head):
     """The original's SQuAD head (finetune/qa/qa_tasks.py), XLNet-style.
 
     Answers may start and end only in segment 1 (the context and its final [SEP]) or at [CLS]

@@ -46,7 +46,7 @@ from seqeval import metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
 from electra_tf import files
-from electra_tf.finetuning.task import (Baseline, DataError, SplitData, Task,
+from electra_tf.finetuning.task import (Baseline, DataError, Head, SplitData, Task,
                                         log_probabilities, most_frequent, pad_rows, softmax)
 from electra_tf.modeling import register
 
@@ -184,7 +184,7 @@ def featurize(words: Sequence[Sequence[str]], labels: Sequence[Sequence[int]],
 
 
 @register
-class TaggingHead(layers.Layer):
+class TaggingHead(Head):
     """The original's tagging head: one dense layer to `num_labels` logits (no dropout), here
     at every position [B, L, num_labels]; the task reads each word's first wordpiece."""
 

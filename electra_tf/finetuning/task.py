@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Hashable, Iterable
 
 import numpy as np
 import tensorflow as tf
+from keras import layers
 
 if typing.TYPE_CHECKING:
     import keras
@@ -80,6 +81,15 @@ class TaskHparams:
         in every run, whichever its tasks, as every other hparam."""
 
 
+class Head(layers.Layer):
+    """A kind of task's output layer: `call(sequence_output, inputs, training)` on the encoder's
+    last hidden states [batch, seq, hidden] and the model's inputs (input_mask...)."""
+
+    # True for a head that reads only the first position ([CLS]): when every head of a model
+    # does, the encoder's last layer computes that position alone.
+    reads_first_position_only: ClassVar[bool] = False
+
+
 class Task(abc.ABC):
     """One fine-tuning task. Subclass it (and register an instance in task_builder.py) to add a
     task; classification, question answering, tagging and zero-shot tasks are examples."""
@@ -95,6 +105,11 @@ class Task(abc.ABC):
             raise ValueError(f"task {self.name}: the config has no {self.hparams_class!r}; "
                              "build it with config.from_hparams once the task is registered")
         return config.task_hparams[self.hparams_class]
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether the task's labels are numbers (a head of one output) rather than classes."""
+        return False
 
     @property
     def data_name(self) -> str:

@@ -26,12 +26,11 @@ import unicodedata
 from typing import Any, Mapping
 
 import numpy as np
-from keras import layers
 
 from electra_tf import modeling
 from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import glue
-from electra_tf.finetuning.task import Baseline, SplitData, Task, TaskHparams, pad_rows
+from electra_tf.finetuning.task import Baseline, Head, SplitData, Task, TaskHparams, pad_rows
 from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:
@@ -68,7 +67,7 @@ def check_template(template: str) -> None:
 
 
 @register
-class ReplacedTokenHead(layers.Layer):
+class ReplacedTokenHead(Head):
     """The pretraining discriminator's replaced-token-detection head as a fine-tuning head:
     one logit per position [B, L], positive for "replaced" (zero-shot classification reads it
     at the label word)."""

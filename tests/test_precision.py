@@ -11,11 +11,12 @@ from electra_tf import host_calls, pretraining, tokenization
 
 WINDOW = 10  # steps per mean: one step's loss moves with its batch, a window's with training
 # The largest difference of two windows' mean losses, float32 against mixed_bfloat16. Measured
-# on an Intel Xeon (AMX), 200 steps, windows of 20: total loss (MLM + 50 x detection, ~22-30)
-# 0.16, masked-LM loss (~7.4-10.1) 0.036, detection loss (~0.26-0.40) 0.0024, the differences
-# growing with the step as the two runs' generators sample different replacements. The bounds
-# are about 4x those, for other CPUs' rounding; in the total loss 0.6 is 2-3% of its value.
-BOUNDS = {"loss": 0.6, "masked_lm_loss": 0.15, "disc_loss": 0.01}
+# on an Intel Xeon (AMX), 200 steps: total loss (MLM + 50 x detection, ~21-34) 0.21, masked-LM
+# loss (~7.4-10.3) 0.064, detection loss (~0.25-0.48) 0.004, the differences growing with the
+# step as the two runs' generators sample different replacements (over the first 30 steps at
+# most 0.036, 0.0003 and 0.0007). The bounds are 3x the 200 steps' maxima, for other CPUs'
+# rounding; 0.6 is 2-3% of the total loss.
+BOUNDS = {"loss": 0.6, "masked_lm_loss": 0.2, "disc_loss": 0.012}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def _compare(rows: np.ndarray, steps: int) -> None:
         smooth_mixed = mixed[name].reshape(-1, WINDOW).mean(1)
         difference = np.abs(smooth_mixed - smooth_full)
         assert difference.max() <= bound, (name, smooth_full, smooth_mixed)
-    # Both runs learn: the generator's loss falls from about ln(vocabulary size).
+    # The runs learn: float32's generator loss falls from about ln(vocabulary size).
     assert full["masked_lm_loss"][-WINDOW:].mean() < full["masked_lm_loss"][:WINDOW].mean() - 0.5
 
 

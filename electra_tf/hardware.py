@@ -8,8 +8,8 @@ TF_ENABLE_ONEDNN_OPTS=1 for those CPUs unless the user has set the variable, whi
 wins. TensorFlow reads the variable once, when it is imported, so this module imports no
 TensorFlow at import and runs first, at the top of `electra_tf/__init__.py`, which every entry
 point imports before TensorFlow. `probe_devices()` then imports TensorFlow, dropping CUDA's
-false no-driver error on a machine without an NVIDIA driver. `on_cpu()` says whether a
-tf.distribute strategy computes on CPUs only (the model's kernels depend on it).
+no-driver lines (a false error, a notice) on a machine without an NVIDIA driver. `on_cpu()`
+says whether a tf.distribute strategy computes on CPUs only (the model's kernels depend on it).
 
 >>> cpu = CpuInfo(model="AMD EPYC", machine="x86_64", system="Linux", cores=2,
 ...               flags=frozenset({"avx", "avx2", "fma"}))
@@ -216,7 +216,9 @@ def banner() -> str:
             f"oneDNN {state} ({reason})")
 
 
-_NO_DRIVER_CUDA = re.compile(r"failed call to cuInit")
+# What TensorFlow's CUDA build logs on a machine without an NVIDIA driver: a notice when it is
+# imported (shown where TF_CPP_MIN_LOG_LEVEL is below 1) and an error when it first looks for GPUs.
+_NO_DRIVER_CUDA = re.compile(r"failed call to cuInit|Could not find cuda drivers on your machine")
 
 
 @contextlib.contextmanager
@@ -256,10 +258,11 @@ def has_nvidia_driver() -> bool:
 
 
 def probe_devices() -> None:
-    """Imports TensorFlow and lists the devices. TensorFlow's CUDA build logs `E ... failed
-    call to cuInit` the first time it looks for GPUs; on a machine without an NVIDIA driver
-    that line is false alarm, so it is dropped here, where every process that imports
-    electra_tf looks first (a machine with a driver keeps it). Listing the devices does not
+    """Imports TensorFlow and lists the devices. TensorFlow's CUDA build logs `I ... Could not
+    find cuda drivers` when it is imported and `E ... failed call to cuInit` the first time it
+    looks for GPUs; on a machine without an NVIDIA driver both are noise (the second a false
+    alarm), so they are dropped here, where every process that imports electra_tf imports
+    TensorFlow and looks first (a machine with a driver keeps them). Listing the devices does not
     initialise the runtime: a multi-worker strategy or logical CPU devices can still be set up
     afterwards."""
     if has_nvidia_driver():

@@ -1,9 +1,10 @@
 """Every command line: --help exits 0, lists its own flags and names its reference doc, before
-TensorFlow loads; a usage error is one line; no false CUDA error on a machine without an NVIDIA
-driver, in any script that imports electra_tf. And the installed package is found even beside a
-folder with its name."""
+TensorFlow loads; a usage error is one line; no CUDA line (cuInit's false error, the no-driver
+notice) on a machine without an NVIDIA driver, in any script that imports electra_tf. And the
+installed package is found even beside a folder with its name."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -35,6 +36,14 @@ def _run_all(argv, scripts=tuple(COMMANDS)):
 
 _CUDA_CHECK = ("import electra_tf, tensorflow as tf\n"
                "print(tf.config.list_physical_devices('GPU'), float(tf.constant(1.0) + 1))")
+# The scripts other than the command lines whose cheapest invocation (--help) imports
+# TensorFlow: their imports are at the top of the file.
+TENSORFLOW_AT_HELP = ("benchmarks/pretrain_throughput.py", "benchmarks/finetune_throughput.py",
+                      "benchmarks/data_throughput.py", "benchmarks/memory.py",
+                      "docs/figures/make_figures.py", "pretrain_data/build_pretraining_dataset.py",
+                      "pretrain_data/build_openwebtext_pretraining_dataset.py")
+# Any line of TensorFlow's CUDA build about CUDA (on a machine without a driver, noise).
+_CUDA_LINE = re.compile(r"cuInit|cuda", re.IGNORECASE)
 _BESIDE = "import electra_tf\nprint(electra_tf.__file__, electra_tf.ElectraDiscriminator)\n"
 
 
@@ -48,10 +57,13 @@ def fresh(tmp_path_factory):
     (root / "beside" / "mine.py").write_text(_BESIDE)
     (root / "missing").mkdir()
     quiet = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    all_logs = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}  # every line TensorFlow logs
     runs = {**{("help", script): ([script, "--help"], REPO, quiet) for script in COMMANDS},
             "missing_input": (["run_pretraining.py", f"--data_dir={root / 'missing'}",
                                "--model_name=x"], REPO, quiet),
-            "cuda": (["-c", _CUDA_CHECK], REPO, {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}),
+            "cuda": (["-c", _CUDA_CHECK], REPO, all_logs),
+            **{("cuda", script): ([script, "--help"], REPO, all_logs)
+               for script in TENSORFLOW_AT_HELP},
             "beside": ([str(root / "beside" / "mine.py")], root / "beside", quiet)}
     procs = {}
     for i, (name, (argv, cwd, env)) in enumerate(runs.items()):
@@ -147,13 +159,26 @@ def test_a_missing_input_is_one_line_and_no_cuda_error(fresh):
 
 @pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"),
                     reason="a machine with an NVIDIA driver keeps CUDA's messages")
-def test_importing_the_package_drops_the_false_cuda_error(fresh):
+def test_importing_the_package_drops_the_cuda_no_driver_lines(fresh):
     """Scripts other than the command lines (benchmarks, experiments, the figures) import
-    electra_tf first: TensorFlow, looking for GPUs, says nothing false on a CPU machine."""
+    electra_tf first: TensorFlow, imported and looking for GPUs, says nothing about CUDA on a
+    CPU machine (TensorFlow's own start-up notices, oneDNN's, stay)."""
     returncode, stdout, stderr = fresh("cuda")
     assert returncode == 0, stderr[-2000:]
     assert stdout == "[] 2.0\n"
-    assert "cuInit" not in stderr, stderr
+    assert not _CUDA_LINE.search(stderr), stderr
+
+
+@pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"),
+                    reason="a machine with an NVIDIA driver keeps CUDA's messages")
+def test_no_script_that_imports_tensorflow_says_anything_about_cuda(fresh):
+    """The benchmarks, the figures and the TFRecord builders import TensorFlow before they
+    parse their flags; with every TensorFlow log line on, none is about CUDA."""
+    for script in TENSORFLOW_AT_HELP:
+        returncode, stdout, stderr = fresh(("cuda", script))
+        assert returncode == 0, (script, stderr[-2000:])
+        assert "usage" in stdout.lower() or "flags" in stdout, (script, stdout[-500:])
+        assert not _CUDA_LINE.search(stderr), (script, stderr)
 
 
 def test_a_folder_named_like_the_package_beside_a_script_does_not_hide_it(fresh):

@@ -99,6 +99,19 @@ def _damaged_state(directory: str) -> str | None:
         return first_line(e)
 
 
+def checkpoints_on_disk(directory: str) -> list[str]:
+    """Prefixes of the complete-looking checkpoints in `directory` (an index file), oldest
+    first."""
+    prefixes = [p[:-len(".index")] for p in
+                tf.io.gfile.glob(os.path.join(directory, f"{PREFIX}-*.index"))]
+    return sorted((p for p in prefixes if _step_of(p) >= 0), key=_step_of)
+
+
+def checkpoint_steps(directory: str) -> list[int]:
+    """The steps of `directory`'s complete-looking checkpoints, ascending."""
+    return [_step_of(p) for p in checkpoints_on_disk(directory)]
+
+
 def all_finite(variables: Sequence[tf.Variable]) -> bool:
     floats = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
     return bool(_all_finite(floats)) if floats else True
@@ -177,10 +190,7 @@ class Checkpointer(tf.train.CheckpointManager):
             tf.io.gfile.remove(state)
 
     def _on_disk(self) -> list[str]:
-        """Prefixes of the complete-looking checkpoints on disk (an index file), oldest first."""
-        prefixes = [p[:-len(".index")] for p in
-                    tf.io.gfile.glob(os.path.join(self._directory, f"{PREFIX}-*.index"))]
-        return sorted((p for p in prefixes if _step_of(p) >= 0), key=_step_of)
+        return checkpoints_on_disk(self._directory)
 
     def _listed(self) -> list[str]:
         """The prefixes the `checkpoint` state file names (get_checkpoint_state has already put

@@ -27,12 +27,17 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
 
 Every finished run appends its records to JSON Lines files in --results (default
 experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl,
-baseline.jsonl
-(experiments/records.py). A run whose records are there is skipped, so a rerun resumes; the
-pretraining runs also resume from their checkpoints in DIR. --hours ends a sitting: no run starts
-after it, and a pretraining run still going gets SIGTERM (it writes a checkpoint and the next
-sitting continues it exactly; the CPU time it spent is recorded). Progress goes to stdout, each
-run's output to DIR/logs/.
+curves.jsonl (each pretraining piece's logged losses and metrics), baseline.jsonl (the
+most-frequent-tag tagger, the unigram masked LM) (experiments/records.py). A run whose records
+are there is skipped, so a rerun resumes; the pretraining runs also resume from their
+checkpoints in DIR. --hours ends a sitting: no run starts after it, and a pretraining run still
+going gets SIGTERM (it writes a checkpoint and the next sitting continues it exactly; the CPU
+time it spent is recorded). Progress goes to stdout, each run's output to DIR/logs/.
+
+Each trunk's newest checkpoint is also copied into --results/trunks/OBJECTIVE/ (committed with
+the records, with the SHA-256 of the data it was trained on): a sitting on a machine whose DIR
+lacks it continues the trunk from there, not from step 0, and a branch whose model was lost
+before its fine-tuning ended is made again from the trunk.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
 from typing import Any, Sequence
@@ -222,12 +228,14 @@ class Sitting:
 
 
 def pretrain(sitting: Sitting, climb: Climb, name: str, steps: int, decay_steps: int,
-             kind: str, rung: Rung | None = None) -> None:
+             kind: str, rung: Rung | None = None, again: bool = False) -> None:
     """One piece of pretraining (the trunk up to `steps`, or a rung's branch), recorded in
-    pretrain.jsonl; skipped when recorded. A piece stopped at the deadline is recorded as
-    unfinished with the CPU time it spent."""
+    pretrain.jsonl; skipped when recorded, unless `again` (its checkpoint is needed and was
+    lost with another machine). A piece stopped at the deadline is recorded as unfinished with
+    the CPU time it spent. Its TensorBoard scalars go to curves.jsonl and a trunk's newest
+    checkpoint to the records' directory, finished or not."""
     done = dict(objective=climb.objective, kind=kind, pretrain_steps=steps, finished=True)
-    if sitting.store.has("pretrain", **done):
+    if not again and sitting.store.has("pretrain", **done):
         return
     sitting.check_time()
     hparams = pretraining_hparams(sitting.ladder, climb, steps, decay_steps)
@@ -244,9 +252,114 @@ def pretrain(sitting: Sitting, climb: Climb, name: str, steps: int, decay_steps:
     except efficiency.Stopped as stopped:
         sitting.store.append("pretrain", [{**record, **stopped.usage, "finished": False}])
         raise
+    finally:
+        record_curve(sitting, climb, name, kind)
+        if kind == "trunk":
+            save_trunk(sitting, climb)
     sitting.store.append("pretrain", [{**record, **usage}])
     log(f"pretrained {name} to step {steps} in {usage['wall_seconds']} s wall, "
         f"{usage['cpu_seconds']} s CPU")
+
+
+# Machine-dependent progress scalars, not the run's learning curve.
+NOT_CURVES = ("examples_per_second", "steps_per_second", "skipped_steps")
+
+
+def record_curve(sitting: Sitting, climb: Climb, name: str, kind: str) -> None:
+    """curves.jsonl: a line per logged step of a pretraining piece (every loss and metric the
+    run wrote to TensorBoard, and the learning rate), for the steps not yet recorded for that
+    piece, so that the report can show where each objective leaves the unigram stage."""
+    from electra_tf.progress import read_events
+
+    directory = model_dir(sitting, name)
+    if not os.path.isdir(directory):
+        return
+    scalars, _ = read_events(directory)
+    recorded = {r["step"] for r in sitting.store.read("curves") if r["model"] == name}
+    steps = sorted({s for values in scalars.values() for s in values} - recorded)
+    sitting.store.append("curves", [
+        {"objective": climb.objective, "model": name, "kind": kind, "step": step,
+         "pretrain_flops": step * climb.step_flops,
+         "scalars": {tag: values[step] for tag, values in sorted(scalars.items())
+                     if step in values and tag not in NOT_CURVES}}
+        for step in steps])
+
+
+# ----------------------------------------------------------------------------- the trunks
+
+def trunk_snapshot(sitting: Sitting, climb: Climb) -> str:
+    return os.path.join(sitting.store.directory, "trunks", climb.objective)
+
+
+def data_fingerprint(data_dir: str) -> dict[str, str]:
+    """What a trunk's checkpoint depends on beyond its hparams, by SHA-256: the vocabulary and
+    the pretraining TFRecords (their bytes: the input position counts records in them)."""
+    import glob
+    import hashlib
+
+    def sha256(paths: Sequence[str]) -> str:
+        digest = hashlib.sha256()
+        for path in paths:
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()
+
+    tfrecords = sorted(glob.glob(os.path.join(data_dir, "pretrain_tfrecords",
+                                              "pretrain_data.tfrecord*")))
+    return {"vocab.txt": sha256([os.path.join(data_dir, "vocab.txt")]),
+            "pretrain_tfrecords": sha256(tfrecords)}
+
+
+def save_trunk(sitting: Sitting, climb: Climb) -> None:
+    """Copies the trunk's newest checkpoint (weights, optimizer state, random streams, input
+    position, config) into RESULTS/trunks/OBJECTIVE/, replacing the one there. It is committed
+    with the records, so that a sitting on another machine continues the trunk from there
+    rather than from step 0."""
+    from electra_tf import resume
+
+    steps = resume.checkpoint_steps(model_dir(sitting, climb.trunk))
+    target = trunk_snapshot(sitting, climb)
+    if not steps or resume.checkpoint_steps(target)[-1:] == steps[-1:]:
+        return
+    staging, old = target + ".new", target + ".old"
+    for leftover in (staging, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    resume.fork(model_dir(sitting, climb.trunk), steps[-1], staging)
+    efficiency.write_json(os.path.join(staging, "data.json"), data_fingerprint(sitting.data_dir))
+    if os.path.exists(target):
+        os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+    log(f"{climb.trunk}: step {steps[-1]} saved in {target}")
+
+
+def restore_trunk(sitting: Sitting, climb: Climb) -> None:
+    """When the trunk's model directory holds no checkpoint as new as the saved one (a sitting
+    on another machine), the saved one is forked into it; an older trunk there is moved aside,
+    not deleted."""
+    from electra_tf import resume
+
+    target = trunk_snapshot(sitting, climb)
+    saved = resume.checkpoint_steps(target)
+    directory = model_dir(sitting, climb.trunk)
+    local = resume.checkpoint_steps(directory)
+    if not saved or (local and local[-1] >= saved[-1]):
+        return
+    expected = efficiency.read_json(os.path.join(target, "data.json"))
+    if expected != data_fingerprint(sitting.data_dir):
+        raise SystemExit(f"error: the saved trunk {target} was trained on other data than "
+                         f"{sitting.data_dir} holds ({os.path.join(target, 'data.json')} against "
+                         "its vocab.txt and pretrain_tfrecords/): rebuild "
+                         "the data from the same corpora, or move the saved trunk away to "
+                         "start the trunk from step 0")
+    if local:
+        aside = f"{directory}.stale-{local[-1]}"
+        os.rename(directory, aside)
+        log(f"{climb.trunk}: its step {local[-1]} is older than the saved step {saved[-1]}; "
+            f"moved to {aside}")
+    resume.fork(target, saved[-1], directory)
+    log(f"{climb.trunk}: continuing from the saved step {saved[-1]} ({target})")
 
 
 def model_dir(sitting: Sitting, name: str) -> str:
@@ -337,17 +450,36 @@ def evaluate(sitting: Sitting, objective: str, steps: int, flops: float, model: 
     probe(sitting, objective, steps, flops, model)
 
 
+def evaluated(sitting: Sitting, objective: str, steps: int) -> bool:
+    """Whether every fine-tuning run and the probe of a model are recorded."""
+    return sitting.store.has("probe", objective=objective, pretrain_steps=steps) and all(
+        sitting.store.has("finetune", objective=objective, pretrain_steps=steps,
+                          task=task.name, learning_rate=learning_rate)
+        for task in sitting.ladder.tasks for learning_rate in sitting.ladder.budget.finetune_lrs)
+
+
 def climb(sitting: Sitting, plan_: Climb, index: int) -> None:
     """One objective's rung `index`: the trunk on to the rung's fork, the decay branch forked
-    there, then the branch's fine-tuning and probe."""
+    there, then the branch's fine-tuning and probe. A branch whose model is needed but was
+    lost with another machine is made again from the trunk."""
     from electra_tf import resume
 
     rung = plan_.rungs[index]
-    pretrain(sitting, plan_, plan_.trunk, rung.fork, 0, "trunk")
-    if not sitting.store.has("pretrain", objective=plan_.objective, kind="branch",
-                             pretrain_steps=rung.steps, finished=True):
-        resume.fork(model_dir(sitting, plan_.trunk), rung.fork, model_dir(sitting, rung.name))
-    pretrain(sitting, plan_, rung.name, rung.steps, rung.decay_steps, "branch", rung)
+    branch = model_dir(sitting, rung.name)
+    if not evaluated(sitting, plan_.objective, rung.steps) and \
+            rung.steps not in resume.checkpoint_steps(branch):
+        lost = sitting.store.has("pretrain", objective=plan_.objective, kind="branch",
+                                 pretrain_steps=rung.steps, finished=True)
+        if lost:
+            log(f"{rung.name}: its model is not in {branch} (it was made on another "
+                "machine); it is made again from the trunk")
+        restore_trunk(sitting, plan_)
+        trunk = model_dir(sitting, plan_.trunk)
+        pretrain(sitting, plan_, plan_.trunk, rung.fork, 0, "trunk",
+                 again=rung.fork not in resume.checkpoint_steps(trunk))
+        resume.fork(trunk, rung.fork, branch)
+        pretrain(sitting, plan_, rung.name, rung.steps, rung.decay_steps, "branch", rung,
+                 again=lost)
     evaluate(sitting, plan_.objective, rung.steps, rung.flops, rung.name)
 
 
@@ -429,6 +561,35 @@ def record_baselines(store: Store, data_dir: str) -> None:
     store.append("baseline", lines)
 
 
+def record_unigram_baseline(store: Store, data_dir: str, max_seq_length: int) -> None:
+    """baseline.jsonl: the masked-LM loss (nats) and accuracy of predicting every masked token
+    from the pretraining text's unigram distribution, the level a masked LM stays at until it
+    uses the context. The masked positions are drawn from the tokens other than [PAD], [CLS]
+    and [SEP], so those are left out of the counts."""
+    import numpy as np
+    import tensorflow as tf
+    from electra_tf import data
+    from electra_tf.tokenization import read_vocab
+
+    if store.has("baseline", task="pretraining"):
+        return
+    vocab = read_vocab(os.path.join(data_dir, "vocab.txt"))
+    files = data.list_files(os.path.join(data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*"))
+    counts = np.zeros(len(vocab), np.int64)
+    records = tf.data.TFRecordDataset(files).batch(1024).map(
+        lambda r: data.decode_record(r, max_seq_length)["input_ids"])
+    for ids in records.as_numpy_iterator():
+        counts += np.bincount(ids.ravel(), minlength=len(vocab))
+    for special in ("[PAD]", "[CLS]", "[SEP]"):
+        counts[vocab.index(special)] = 0
+    p = counts[counts > 0] / counts.sum()
+    store.append("baseline", [
+        {"task": "pretraining", "baseline": "unigram distribution", "split": "train",
+         "metric": metric, "score": score, "tokens": int(counts.sum())}
+        for metric, score in (("masked_lm_loss", float(-(p * np.log(p)).sum())),
+                              ("masked_lm_accuracy", float(p.max())))])
+
+
 # ----------------------------------------------------------------------------- main
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -482,6 +643,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             + f"; {c.cost_flops() / c.rungs[-1].flops:.2f}x the largest rung's FLOPs")
     sitting = Sitting(ladder, data_dir, args.out, Store(args.results), deadline)
     record_baselines(sitting.store, data_dir)
+    record_unigram_baseline(sitting.store, data_dir, ladder.budget.seq_length)
     try:
         # Random weights first, each of its runs in a model directory of its own so that both
         # workers take its runs; then the two climbs side by side.

@@ -2,8 +2,9 @@
 
   python experiments/ladder_report.py --results experiments/results/ladder --report_dir docs
 
-reads finetune.jsonl, probe.jsonl and pretrain.jsonl (experiments/ladder.py writes them) and
-writes ladder_results.md and ladder_curve.png into --report_dir.
+reads finetune.jsonl, probe.jsonl, pretrain.jsonl, curves.jsonl and baseline.jsonl
+(experiments/ladder.py writes them) and writes ladder_results.md, ladder_curve.png and
+ladder_pretraining.png into --report_dir.
 
 Each model (an objective at a pretraining budget, or `none`: random weights) chooses its
 fine-tuning learning rate per task and metric: the rate with the best median over seeds on dev.
@@ -322,6 +323,69 @@ def plot_curve(rows: Sequence[Verdict], path: str, collapses: Sequence[list[str]
     report._save(fig, path)
 
 
+# The pretraining scalars the report shows (curves.jsonl), with their labels.
+PRETRAINING_SHOWN = (("masked_lm_loss", "masked-LM loss (nats)"),
+                     ("masked_lm_accuracy", "masked-LM accuracy"),
+                     ("disc_auc", "replaced-token detection AUC"))
+
+
+def unigram_baseline(lines: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The unigram distribution's masked-LM loss and accuracy (baseline.jsonl), when known."""
+    return {r["metric"]: r["score"] for r in lines if r["task"] == "pretraining"}
+
+
+def pretraining_table(curves: Sequence[dict[str, Any]], unigram: dict[str, float]) -> str:
+    """Each decay branch's last logged pretraining scalars: where every budget's model left
+    its objective (for ELECTRA the masked LM is the generator's)."""
+    last: dict[str, dict[str, Any]] = {}
+    for r in curves:
+        if r["kind"] == "branch" and r["step"] >= last.get(r["model"], {}).get("step", -1):
+            last[r["model"]] = r
+    lines = ["| model | step | pretraining FLOPs | "
+             + " | ".join(label for _, label in PRETRAINING_SHOWN) + " |",
+             "|---|---|---|" + "---|" * len(PRETRAINING_SHOWN)]
+    for r in sorted(last.values(), key=lambda r: (r["objective"], r["step"])):
+        lines.append(f"| {NAMES.get(r['objective'], r['objective'])} | {r['step']} | "
+                     f"{r['pretrain_flops']:.3g} | " + " | ".join(
+                         f"{r['scalars'][tag]:.3f}" if tag in r["scalars"] else "-"
+                         for tag, _ in PRETRAINING_SHOWN) + " |")
+    if unigram:
+        lines.append("| the unigram distribution | | | " + " | ".join(
+            f"{unigram[tag]:.3f}" if tag in unigram else "-" for tag, _ in PRETRAINING_SHOWN)
+            + " |")
+    return "\n".join(lines)
+
+
+def plot_pretraining(curves: Sequence[dict[str, Any]], unigram: dict[str, float],
+                     path: str) -> None:
+    """The trunks' and branches' pretraining scalars against FLOPs, one panel per scalar, with
+    the unigram distribution's level dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PRETRAINING_SHOWN), figsize=(12, 3.6))
+    for ax, (tag, label) in zip(axes, PRETRAINING_SHOWN):
+        for objective, color in (("electra", "tab:blue"), ("mlm", "tab:orange")):
+            for model in sorted({r["model"] for r in curves if r["objective"] == objective}):
+                points = sorted((r["pretrain_flops"], r["scalars"][tag]) for r in curves
+                                if r["model"] == model and tag in r["scalars"])
+                if points:
+                    trunk = model.startswith("trunk_")
+                    ax.plot(*zip(*points), color=color, linewidth=1.2 if trunk else 0.8,
+                            alpha=1.0 if trunk else 0.6,
+                            label=NAMES[objective] if trunk else None)
+        if tag in unigram:
+            ax.axhline(unigram[tag], color="black", linestyle=":", label="unigram distribution")
+        ax.set_xscale("log")
+        ax.set_xlabel("pretraining FLOPs")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    report._save(fig, path)
+
+
 def _shown(path: str) -> str:
     """A path inside the repository relative to it (as the report is committed)."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -337,11 +401,13 @@ def write(results_dir: str, report_dir: str) -> list[str]:
     probe = records.read(os.path.join(results_dir, "probe.jsonl"))
     pretrain = records.read(os.path.join(results_dir, "pretrain.jsonl"))
     baselines = records.read(os.path.join(results_dir, "baseline.jsonl"))
+    curves = records.read(os.path.join(results_dir, "curves.jsonl"))
+    unigram = unigram_baseline(baselines)
     os.makedirs(report_dir, exist_ok=True)
     rows = verdicts(select(finetune, VERDICT_TASK, VERDICT_METRIC))
     baseline = baseline_score(baselines, "accuracy")
-    collapses = [collapsed(v, finetune, baseline) for v in rows] if baselines else []
-    check = "" if not baselines else (
+    collapses = [collapsed(v, finetune, baseline) for v in rows] if baseline is not None else []
+    check = "" if baseline is None else (
         f"\n\nTagging every word with train.txt's most frequent tag scores "
         f"{baseline:.1f} on test and {baseline_score(baselines, VERDICT_METRIC):.1f} on its "
         f"unseen words (baseline.jsonl). A model whose pos accuracy median is within "
@@ -368,6 +434,14 @@ def write(results_dir: str, report_dir: str) -> list[str]:
     if probe:
         sections.append("## Linear probe of the frozen discriminator (dev)\n\n"
                         + probe_table(probe))
+    if curves:
+        sections.append(
+            "## Pretraining at the end of each budget\n\n"
+            "The last logged value (a mean over the last 50 steps) of each decay branch, from "
+            "curves.jsonl; the unigram row is what predicting every masked token from the "
+            "pretraining text's token frequencies scores (baseline.jsonl), the level a masked "
+            "LM stays at until it uses the context. `ladder_pretraining.png` draws the whole "
+            "curves.\n\n" + pretraining_table(curves, unigram))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune))
     table = os.path.join(report_dir, "ladder_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")
@@ -375,8 +449,12 @@ def write(results_dir: str, report_dir: str) -> list[str]:
     if rows:
         curve = os.path.join(report_dir, "ladder_curve.png")
         plot_curve(rows, curve, collapses,
-                   baseline_score(baselines, VERDICT_METRIC) if baselines else None)
+                   baseline_score(baselines, VERDICT_METRIC) if baseline is not None else None)
         written.append(curve)
+    if curves:
+        pretraining = os.path.join(report_dir, "ladder_pretraining.png")
+        plot_pretraining(curves, unigram, pretraining)
+        written.append(pretraining)
     return written
 
 

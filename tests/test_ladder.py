@@ -191,6 +191,130 @@ def test_a_recorded_run_is_skipped_and_none_starts_after_the_deadline(tmp_path):
         ladder.finetune(late, "electra", 8, 9.5e9, "electra_8", task, 3e-4)
 
 
+def _fake_checkpoint(directory: pathlib.Path, step: int, payload: bytes = b"w") -> None:
+    """A checkpoint's files as resume.checkpoint_steps and resume.fork see them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"ckpt-{step}.index").write_bytes(b"index")
+    (directory / f"ckpt-{step}.data-00000-of-00001").write_bytes(payload)
+    (directory / "pretrain_config.json").write_text("{}")
+
+
+def _data(directory: pathlib.Path, vocab: str = "[PAD]\n[CLS]\n[SEP]\n") -> pathlib.Path:
+    (directory / "pretrain_tfrecords").mkdir(parents=True)
+    (directory / "vocab.txt").write_text(vocab)
+    (directory / "pretrain_tfrecords" / "pretrain_data.tfrecord-0-of-1").write_bytes(b"r")
+    return directory
+
+
+def test_a_trunk_is_saved_with_the_records_and_continued_from_there_on_another_machine(
+        tmp_path):
+    from electra_tf import resume
+
+    sitting = dataclasses.replace(_sitting(tmp_path), data_dir=str(_data(tmp_path / "data")))
+    electra = ladder.plan(sitting.ladder, "/nonexistent")[0]
+    trunk = pathlib.Path(ladder.model_dir(sitting, electra.trunk))
+    _fake_checkpoint(trunk, 3, b"old")
+    ladder.save_trunk(sitting, electra)
+    _fake_checkpoint(trunk, 7, b"new")
+    ladder.save_trunk(sitting, electra)  # replaces the saved step 3
+    saved = pathlib.Path(ladder.trunk_snapshot(sitting, electra))
+    assert resume.checkpoint_steps(str(saved)) == [7]
+    assert json.loads((saved / "data.json").read_text()) == ladder.data_fingerprint(
+        sitting.data_dir)
+    assert sorted(p.name for p in saved.parent.iterdir()) == ["electra"]  # no staging left
+
+    shutil.rmtree(trunk)  # another machine: the trunk starts from the saved step
+    ladder.restore_trunk(sitting, electra)
+    assert (trunk / "ckpt-7.data-00000-of-00001").read_bytes() == b"new"
+    ladder.restore_trunk(sitting, electra)  # as new as the saved one: left as it is
+
+    shutil.rmtree(trunk)  # an older trunk there is moved aside, not deleted
+    _fake_checkpoint(trunk, 3, b"old")
+    ladder.restore_trunk(sitting, electra)
+    assert resume.checkpoint_steps(str(trunk)) == [7]
+    assert resume.checkpoint_steps(str(trunk) + ".stale-3") == [3]
+
+    shutil.rmtree(trunk)  # other data: an error that names the saved trunk and the fix
+    (tmp_path / "data" / "vocab.txt").write_text("[PAD]\n[CLS]\n[SEP]\nother\n")
+    with pytest.raises(SystemExit, match=r"trained on other data.*rebuild the data"):
+        ladder.restore_trunk(sitting, electra)
+    assert not trunk.exists()
+
+
+def test_a_branch_lost_with_another_machine_is_made_again_only_while_it_is_needed(
+        tmp_path, monkeypatch):
+    sitting = _sitting(tmp_path)
+    electra = ladder.plan(sitting.ladder, "/nonexistent")[0]
+    rung = electra.rungs[0]
+    calls = []
+    monkeypatch.setattr(ladder, "pretrain", lambda s, c, name, steps, decay, kind, rung=None,
+                        again=False: calls.append((kind, steps, again)))
+    monkeypatch.setattr(ladder, "evaluate", lambda *args: calls.append("evaluate"))
+    monkeypatch.setattr("electra_tf.resume.fork", lambda *args: calls.append("fork"))
+    sitting.store.append("pretrain", [
+        {"objective": "electra", "kind": kind, "pretrain_steps": steps, "finished": True}
+        for kind, steps in (("trunk", rung.fork), ("branch", rung.steps))])
+    ladder.climb(sitting, electra, 0)  # recorded, but neither checkpoint is on this machine
+    assert calls == [("trunk", rung.fork, True), "fork", ("branch", rung.steps, True),
+                     "evaluate"]
+
+    calls.clear()  # the trunk's checkpoint at the fork is here: only the branch again
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, electra.trunk)), rung.fork)
+    ladder.climb(sitting, electra, 0)
+    assert calls == [("trunk", rung.fork, False), "fork", ("branch", rung.steps, True),
+                     "evaluate"]
+
+    calls.clear()  # evaluated: nothing is made again
+    sitting.store.append("probe", [{"objective": "electra", "pretrain_steps": rung.steps}])
+    sitting.store.append("finetune", [
+        {"objective": "electra", "pretrain_steps": rung.steps, "task": task.name,
+         "learning_rate": lr} for task in sitting.ladder.tasks
+        for lr in sitting.ladder.budget.finetune_lrs])
+    ladder.climb(sitting, electra, 0)
+    assert calls == ["evaluate"]
+
+
+def test_the_learning_curve_of_a_piece_is_recorded_once_without_the_rates(tmp_path):
+    from electra_tf.progress import ProgressLogger
+
+    sitting = _sitting(tmp_path)
+    electra = ladder.plan(sitting.ladder, "/nonexistent")[0]
+    directory = ladder.model_dir(sitting, electra.trunk)
+    logger = ProgressLogger(directory, 4, 0, 8)
+    logger.scalars(2, {"masked_lm_loss": 9.0, "examples_per_second": 50.0})
+    ladder.record_curve(sitting, electra, electra.trunk, "trunk")
+    logger.scalars(4, {"masked_lm_loss": 8.5, "disc_auc": 0.625})
+    ladder.record_curve(sitting, electra, electra.trunk, "trunk")
+    ladder.record_curve(sitting, electra, electra.trunk, "trunk")
+    assert [(r["step"], r["scalars"]) for r in sitting.store.read("curves")] == [
+        (2, {"masked_lm_loss": 9.0}), (4, {"masked_lm_loss": 8.5, "disc_auc": 0.625})]
+    assert sitting.store.read("curves")[1]["pretrain_flops"] == 4 * electra.step_flops
+
+
+def test_the_unigram_baseline_counts_every_token_but_padding_and_separators(tmp_path):
+    import math
+
+    import tensorflow as tf
+
+    data = tmp_path / "data"
+    (data / "pretrain_tfrecords").mkdir(parents=True)
+    (data / "vocab.txt").write_text("[PAD]\n[CLS]\n[SEP]\na\nb\n")
+    with tf.io.TFRecordWriter(str(data / "pretrain_tfrecords" /
+                                  "pretrain_data.tfrecord-0-of-1")) as writer:
+        for ids in ([1, 3, 3, 2, 4, 2, 0, 0], [1, 3, 2, 3, 2, 0, 0, 0]):  # a: 4, b: 1
+            feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=ids))
+                       for name in ("input_ids", "input_mask", "segment_ids")}
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+    store = ladder.Store(str(tmp_path / "results"))
+    ladder.record_unigram_baseline(store, str(data), 8)
+    ladder.record_unigram_baseline(store, str(data), 8)  # a rerun appends nothing
+    scores = {r["metric"]: r["score"] for r in store.read("baseline")}
+    assert scores["masked_lm_accuracy"] == pytest.approx(0.8)
+    assert scores["masked_lm_loss"] == pytest.approx(-(0.8 * math.log(0.8) + 0.2 * math.log(0.2)))
+    assert ladder_report.unigram_baseline(store.read("baseline")) == scores
+
+
 def test_finetune_and_probe_lines_carry_every_field():
     summary = {"trials": [{"pos": {"accuracy": 90.0, "unseen_accuracy": 40.0},
                            "pos-test": {"accuracy": 89.0, "unseen_accuracy": 38.0}}] * 2}
@@ -288,6 +412,33 @@ def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
     assert "## The decision rule per budget (pos unseen_accuracy, test)" in text
     assert "| pretraining ELECTRA trunk | 1.00 | 1.00 |" in text
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
+
+
+def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram_level(
+        tmp_path):
+    pytest.importorskip("matplotlib")
+    path = _hand_made(tmp_path)
+    records.append(str(path / "curves.jsonl"), [
+        {"objective": objective, "model": model, "kind": kind, "step": step,
+         "pretrain_flops": step * 3e10, "scalars": scalars}
+        for objective, model, kind, step, scalars in (
+            ("electra", "trunk_electra", "trunk", 50, {"masked_lm_loss": 7.0, "disc_auc": 0.5}),
+            ("electra", "electra_100", "branch", 90, {"masked_lm_loss": 6.5, "disc_auc": 0.6}),
+            ("electra", "electra_100", "branch", 100, {"masked_lm_loss": 6.1, "disc_auc": 0.7}),
+            ("mlm", "mlm_110", "branch", 110, {"masked_lm_loss": 5.9,
+                                               "masked_lm_accuracy": 0.21}))])
+    records.append(str(path / "baseline.jsonl"), [
+        {"task": "pretraining", "baseline": "unigram distribution", "split": "train",
+         "metric": metric, "score": score}
+        for metric, score in (("masked_lm_loss", 6.2), ("masked_lm_accuracy", 0.05))])
+    written = ladder_report.write(str(path), str(tmp_path / "report"))
+    assert pathlib.Path(written[-1]).name == "ladder_pretraining.png"
+    assert pathlib.Path(written[-1]).stat().st_size > 0
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "| ELECTRA | 100 | 3e+12 | 6.100 | - | 0.700 |" in text  # the branch's last step
+    assert "| BERT (MLM) | 110 | 3.3e+12 | 5.900 | 0.210 | - |" in text
+    assert "| the unigram distribution | | | 6.200 | 0.050 | - |" in text
+    assert "trunk_electra" not in text
 
 
 def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict(tmp_path):

@@ -234,14 +234,15 @@ def pretrain(sitting: Sitting, climb: Climb, name: str, steps: int, decay_steps:
     lost with another machine). A piece stopped at the deadline is recorded as unfinished with
     the CPU time it spent. Its TensorBoard scalars go to curves.jsonl and a trunk's newest
     checkpoint to the records' directory, finished or not."""
-    done = dict(objective=climb.objective, kind=kind, pretrain_steps=steps, finished=True)
+    done = dict(objective=climb.objective, model=name, kind=kind, pretrain_steps=steps,
+                finished=True)
     if not again and sitting.store.has("pretrain", **done):
         return
     sitting.check_time()
     hparams = pretraining_hparams(sitting.ladder, climb, steps, decay_steps)
     log(f"pretraining {name} to step {steps}" + (f", decaying over the last {decay_steps}"
                                                  if decay_steps else " at the peak rate"))
-    record = {**done, "model": name, "pretrain_flops": steps * climb.step_flops,
+    record = {**done, "pretrain_flops": steps * climb.step_flops,
               "step_flops": climb.step_flops, "rung": None if rung is None else rung.index,
               "hparams": hparams}
     try:

@@ -175,8 +175,8 @@ def test_a_recorded_run_is_skipped_and_none_starts_after_the_deadline(tmp_path):
          "metric": "accuracy", "score": 50.0}])
     ladder.finetune(sitting, "electra", 8, 9.5e9, "electra_8", task, 1e-3)  # skipped
     electra = ladder.plan(sitting.ladder, "/nonexistent")[0]
-    sitting.store.append("pretrain", [{"objective": "electra", "kind": "trunk",
-                                       "pretrain_steps": electra.rungs[0].fork,
+    sitting.store.append("pretrain", [{"objective": "electra", "model": electra.trunk,
+                                       "kind": "trunk", "pretrain_steps": electra.rungs[0].fork,
                                        "finished": True}])
     ladder.pretrain(sitting, electra, electra.trunk, electra.rungs[0].fork, 0, "trunk")
     # An unfinished piece (stopped at a deadline) is not a finished one.

@@ -1,0 +1,272 @@
+"""Which peak learning rate and warmup train the ladder's trunks, for ELECTRA and for BERT?
+
+  python experiments/trunk_pilot.py --out DIR [--steps 2000] [--workers 2] [--hours H]
+      [--shared_data ../shared/data] [--results DIR] [--report_dir DIR]
+
+The ladder's trunks (experiments/ladder.py: peak learning rate 1e-3 after 87 and 95 warmup
+steps, batch 32) stop learning: BERT's masked LM stalls at 17% accuracy and then falls to the
+unigram level after gradient-norm jumps of 13-23x; ELECTRA's discriminator stays at an AUC of
+0.51-0.55. This pilot trains both objectives' trunks (the ladder's model, data, batch and
+seed; a linear warmup, then a constant learning rate) for --steps steps at every setting of
+SETTINGS, two runs side by side on one core each, and applies the rule written before it ran
+(docs/reproduction.md, "The trunk pilot"):
+
+- a setting is *stable* when electra_tf.health's gradient-explosion check, replayed over its
+  logged curve, never warns (the warning the health monitor gave the ladder's trunks);
+- it *learns* when, at the last step, BERT's masked-LM accuracy is above BERT_LEARNS and
+  ELECTRA's detection AUC above ELECTRA_LEARNS;
+- each objective climbs the ladder again with its own stable setting that learns best (BERT:
+  the lowest masked-LM loss; ELECTRA: the highest detection AUC) at the last step. The same
+  grid and the same kind of rule for both: the same tuning effort.
+
+Its runs are recorded in --results (default experiments/results/ladder_pilot/, committed):
+pretrain.jsonl and curves.jsonl, as the ladder's; the DIR it shares with the ladder holds the
+data (built by the ladder's data step when missing) and the runs. The table, the curves and
+each objective's choice go to --report_dir/ladder_pilot.md and ladder_pilot.png, redrawn from
+the records alone (`--report_only`), beside the ladder's own trunks (peak learning rate 1e-3)
+judged at the same step from the ladder's records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from typing import Any, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (REPO, os.path.join(REPO, "experiments")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import efficiency  # noqa: E402
+import ladder  # noqa: E402
+import records  # noqa: E402
+import report  # noqa: E402
+from efficiency import log  # noqa: E402
+
+# (peak learning rate, warmup steps). The ladder's 1e-3 is divided by 3 and by 10; 500 warmup
+# steps are 1.4% of the largest rung's steps, near the original's 10,000 of 1M.
+SETTINGS = ((3e-4, 500), (1e-4, 500))
+BERT_LEARNS = 0.20  # masked-LM accuracy: above the 1e-3 trunks' plateau of 0.17-0.18
+ELECTRA_LEARNS = 0.60  # detection AUC: above the 1e-3 trunk's 0.51-0.55
+# The runs' logging interval (efficiency_plan.pretraining_hparams: iterations_per_loop).
+LOG_EVERY = 50
+# The objective's scalar each chooses by, and whether higher is better.
+CHOICE = {"mlm": ("masked_lm_loss", False), "electra": ("disc_auc", True)}
+
+
+def model_name(objective: str, learning_rate: float, warmup: int) -> str:
+    return f"pilot_{objective}_lr{learning_rate:g}_w{warmup}"
+
+
+def jobs(full: ladder.Ladder, data_dir: str) -> list[tuple[ladder.Ladder, ladder.Climb]]:
+    """(the ladder at a setting's learning rate, a climb at its warmup): every objective at
+    every setting, ELECTRA's and BERT's of one setting side by side."""
+    out = []
+    for learning_rate, warmup in SETTINGS:
+        setting = dataclasses.replace(
+            full, budget=dataclasses.replace(full.budget, learning_rate=learning_rate))
+        for climb in ladder.plan(full, data_dir):
+            out.append((setting, dataclasses.replace(climb, warmup_steps=warmup)))
+    return out
+
+
+# ----------------------------------------------------------------------------- the rule
+
+def warnings(curve: Sequence[dict[str, Any]]) -> int:
+    """How many logged intervals electra_tf.health's gradient-explosion check, replayed over
+    the curve, warns at (the run's health monitor ran the same check as it trained)."""
+    from electra_tf import health
+
+    check = health.GradientExplosion(advice="")
+    return sum(check(r["step"], r["scalars"]) is not None for r in curve)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    objective: str
+    model: str
+    learning_rate: float
+    warmup: int
+    last: dict[str, Any]  # the last logged step's line of curves.jsonl
+    jumps: int  # gradient-explosion warnings
+
+    @property
+    def stable(self) -> bool:
+        return self.jumps == 0
+
+    @property
+    def learns(self) -> bool:
+        if self.objective == "mlm":
+            return self.last["scalars"].get("masked_lm_accuracy", 0.0) > BERT_LEARNS
+        return self.last["scalars"].get("disc_auc", 0.0) > ELECTRA_LEARNS
+
+
+def outcomes(pretrain: Sequence[dict[str, Any]], curves: Sequence[dict[str, Any]],
+             until: int) -> list[Outcome]:
+    """Every trunk of the records whose curve reaches step `until`, judged there."""
+    out = []
+    for model in sorted({r["model"] for r in pretrain if r["kind"] in ("pilot", "trunk")}):
+        hparams = [r["hparams"] for r in pretrain if r["model"] == model][-1]
+        curve = sorted((r for r in curves if r["model"] == model and r["step"] <= until),
+                       key=lambda r: r["step"])
+        if curve and curve[-1]["step"] == until:
+            out.append(Outcome(curve[-1]["objective"], model, hparams["learning_rate"],
+                               hparams["num_warmup_steps"], curve[-1], warnings(curve)))
+    return out
+
+
+def choose(rows: Sequence[Outcome], objective: str) -> Outcome | None:
+    """The objective's stable setting that learns best, or None."""
+    tag, higher = CHOICE[objective]
+    fit = [o for o in rows if o.objective == objective and o.stable and o.learns]
+    if not fit:
+        return None
+    return (max if higher else min)(fit, key=lambda o: o.last["scalars"][tag])
+
+
+# ----------------------------------------------------------------------------- the report
+
+SHOWN = (("masked_lm_loss", "masked-LM loss"), ("masked_lm_accuracy", "masked-LM accuracy"),
+         ("disc_auc", "detection AUC"), ("grad_norm", "gradient norm"))
+
+
+def write_report(results: str, report_dir: str) -> list[str]:
+    """ladder_pilot.md and ladder_pilot.png from the records alone."""
+    from electra_tf import files
+
+    pretrain = records.read(os.path.join(results, "pretrain.jsonl"))
+    curves = records.read(os.path.join(results, "curves.jsonl"))
+    until = max((r["pretrain_steps"] for r in pretrain if r.get("finished")), default=0)
+    # The ladder's own trunks (peak learning rate 1e-3), judged at the pilot's last step.
+    trunks = os.path.join(os.path.dirname(os.path.abspath(results)), "ladder")
+    curves += [r for r in records.read(os.path.join(trunks, "curves.jsonl"))
+               if r["kind"] == "trunk"]
+    pretrain += [r for r in records.read(os.path.join(trunks, "pretrain.jsonl"))
+                 if r["kind"] == "trunk"]
+    rows = sorted(outcomes(pretrain, curves, until),
+                  key=lambda o: (o.objective, -o.learning_rate, o.warmup))
+    lines = ["| objective | peak learning rate | warmup steps | step | "
+             + " | ".join(label for _, label in SHOWN[:3])
+             + " | gradient-norm warnings | stable | learns |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for o in rows:
+        s = o.last["scalars"]
+        lines.append(
+            f"| {ladder_report_name(o.objective)} | {o.learning_rate:g} | {o.warmup} | "
+            f"{o.last['step']} | "
+            + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in SHOWN[:3])
+            + f" | {o.jumps} | {'yes' if o.stable else 'no'} | "
+            f"{'yes' if o.learns else 'no'} |")
+    choices = []
+    for objective in ("electra", "mlm"):
+        chosen = choose(rows, objective)
+        choices.append(f"- {ladder_report_name(objective)}: " + (
+            f"peak learning rate {chosen.learning_rate:g}, {chosen.warmup} warmup steps"
+            if chosen else "no setting is both stable and learning"))
+    os.makedirs(report_dir, exist_ok=True)
+    table = os.path.join(report_dir, "ladder_pilot.md")
+    files.write_atomically(table, "\n\n".join([
+        "# The trunk pilot: results",
+        "Generated by `experiments/trunk_pilot.py` from the records in "
+        "`experiments/results/ladder_pilot` alone. Each row: one trunk (the ladder's model, "
+        "data, batch 32 and seed; linear warmup, then a constant learning rate), its last "
+        "logged step (each value a mean over 50 steps). *Stable*: the health monitor's "
+        "gradient-explosion check (a gradient norm above 10x the median of up to 20 intervals "
+        "before it), replayed over the curve, never warns. *Learns*: BERT's "
+        f"masked-LM accuracy above {BERT_LEARNS:g}, ELECTRA's detection AUC above "
+        f"{ELECTRA_LEARNS:g} (for ELECTRA the masked LM is its generator's). The rule: "
+        "docs/reproduction.md, \"The trunk pilot\".",
+        "\n".join(lines), "## Each objective's choice\n\n" + "\n".join(choices)]) + "\n")
+    written = [table]
+    if rows:
+        figure = os.path.join(report_dir, "ladder_pilot.png")
+        plot(rows, curves, figure)
+        written.append(figure)
+    return written
+
+
+def ladder_report_name(objective: str) -> str:
+    return {"electra": "ELECTRA", "mlm": "BERT (MLM)"}[objective]
+
+
+def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(SHOWN), figsize=(14, 3.6))
+    styles = ("-", "--", ":", "-.")
+    settings = sorted({(o.learning_rate, o.warmup) for o in rows}, reverse=True)
+    for ax, (tag, label) in zip(axes, SHOWN):
+        for o in rows:
+            points = sorted((r["step"], r["scalars"][tag]) for r in curves
+                            if r["model"] == o.model and tag in r["scalars"])
+            if points:
+                style = styles[settings.index((o.learning_rate, o.warmup)) % len(styles)]
+                ax.plot(*zip(*points), linestyle=style, linewidth=1.0,
+                        color="tab:blue" if o.objective == "electra" else "tab:orange",
+                        label=f"{ladder_report_name(o.objective)} lr {o.learning_rate:g}, "
+                              f"warmup {o.warmup}")
+        ax.set_xlabel("step")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3)
+        if tag == "grad_norm":
+            ax.set_yscale("log")
+    axes[0].legend(fontsize=7)
+    report._save(fig, path)
+
+
+# ----------------------------------------------------------------------------- main
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="the ladder's working directory")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--hours", type=float, default=None)
+    parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
+    parser.add_argument("--results",
+                        default=os.path.join(REPO, "experiments", "results", "ladder_pilot"))
+    parser.add_argument("--report_dir", default=os.path.join(REPO, "docs"))
+    parser.add_argument("--report_only", action="store_true",
+                        help="redraw the report from the records; run nothing")
+    args = parser.parse_args(argv)
+    shortest = LOG_EVERY * 21  # the stability check's 20 intervals and one more
+    if args.steps < shortest or args.steps % LOG_EVERY:
+        parser.error(f"--steps must be a multiple of {LOG_EVERY} and at least "
+                     f"{shortest}, got {args.steps}")
+    if args.hours is not None and args.hours <= 0:
+        parser.error(f"--hours must be positive, got {args.hours}")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
+    args.out = os.path.abspath(args.out)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if not args.report_only:
+        full = ladder.LADDERS["full"]
+        data_dir = ladder.prepare_data(args.out, args.shared_data, full)
+        efficiency.share_cores(args.workers)
+        deadline = None if args.hours is None else time.time() + 3600 * args.hours
+        sitting = ladder.Sitting(full, data_dir, args.out, ladder.Store(args.results), deadline)
+        try:
+            efficiency.side_by_side(args.workers, lambda job: ladder.pretrain(
+                dataclasses.replace(sitting, ladder=job[0]), job[1],
+                model_name(job[1].objective, job[0].budget.learning_rate, job[1].warmup_steps),
+                args.steps, 0, "pilot"), jobs(full, data_dir))
+            log("the pilot is done")
+        except efficiency.Stopped as stopped:
+            log(f"stopped ({stopped}); rerun the same command to continue")
+    log(f"wrote {', '.join(write_report(args.results, args.report_dir))}")
+
+
+if __name__ == "__main__":
+    main()

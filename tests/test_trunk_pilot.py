@@ -1,0 +1,87 @@
+"""experiments/trunk_pilot.py: the stability and learning rule on hand-made records, each
+objective's choice, the report beside the ladder's own trunks, and its flags."""
+
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "experiments"))
+import records  # noqa: E402
+import trunk_pilot  # noqa: E402
+
+
+def _curve(model, objective, values, kind="pilot", jump_at=None):
+    """A logged line every 50 steps; the gradient norm 1.0, or 30.0 at step `jump_at`."""
+    return [{"objective": objective, "model": model, "kind": kind, "step": 50 * (i + 1),
+             "pretrain_flops": 1e10 * (i + 1),
+             "scalars": {**values, "grad_norm": 30.0 if 50 * (i + 1) == jump_at else 1.0}}
+            for i in range(40)]
+
+
+def _run(model, objective, learning_rate, warmup, kind="pilot", steps=2000):
+    return {"objective": objective, "model": model, "kind": kind, "pretrain_steps": steps,
+            "finished": True, "hparams": {"learning_rate": learning_rate,
+                                          "num_warmup_steps": warmup}}
+
+
+def test_a_jump_is_what_the_health_monitor_warns_at():
+    assert trunk_pilot.warnings(_curve("m", "mlm", {}, jump_at=1500)) == 1
+    assert trunk_pilot.warnings(_curve("m", "mlm", {})) == 0
+
+
+def test_each_objective_takes_its_stable_setting_that_learns_best():
+    pretrain = [_run("e3", "electra", 3e-4, 500), _run("e1", "electra", 1e-4, 500),
+                _run("b3", "mlm", 3e-4, 500), _run("b1", "mlm", 1e-4, 500),
+                _run("b9", "mlm", 1e-3, 95)]
+    curves = (_curve("e3", "electra", {"disc_auc": 0.8}, jump_at=1000)  # unstable
+              + _curve("e1", "electra", {"disc_auc": 0.7})
+              + _curve("b3", "mlm", {"masked_lm_loss": 4.0, "masked_lm_accuracy": 0.3})
+              + _curve("b1", "mlm", {"masked_lm_loss": 4.5, "masked_lm_accuracy": 0.25})
+              + _curve("b9", "mlm", {"masked_lm_loss": 3.0, "masked_lm_accuracy": 0.19}))
+    rows = trunk_pilot.outcomes(pretrain, curves, 2000)
+    assert {o.model: (o.stable, o.learns) for o in rows} == {
+        "e3": (False, True), "e1": (True, True), "b3": (True, True), "b1": (True, True),
+        "b9": (True, False)}  # b9 has the lowest loss but does not learn by the rule
+    assert trunk_pilot.choose(rows, "electra").model == "e1"
+    assert trunk_pilot.choose(rows, "mlm").model == "b3"
+    assert trunk_pilot.choose([o for o in rows if o.model != "e1"], "electra") is None
+    # A run whose curve ends before the step judged at is left out.
+    assert trunk_pilot.outcomes(pretrain, curves, 2050) == []
+
+
+def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_path):
+    pytest.importorskip("matplotlib")
+    pilot, ladder_results = tmp_path / "results" / "ladder_pilot", tmp_path / "results" / "ladder"
+    records.append(str(pilot / "pretrain.jsonl"), [_run("e1", "electra", 1e-4, 500),
+                                                   _run("b1", "mlm", 1e-4, 500)])
+    records.append(str(pilot / "curves.jsonl"),
+                   _curve("e1", "electra", {"disc_auc": 0.5})
+                   + _curve("b1", "mlm", {"masked_lm_loss": 4.5, "masked_lm_accuracy": 0.25}))
+    # The ladder's trunk went on past the pilot's last step and jumped after it.
+    records.append(str(ladder_results / "pretrain.jsonl"),
+                   [_run("trunk_mlm", "mlm", 1e-3, 95, kind="trunk", steps=3000)])
+    late = _curve("trunk_mlm", "mlm", {"masked_lm_loss": 6.6, "masked_lm_accuracy": 0.05},
+                  kind="trunk")
+    records.append(str(ladder_results / "curves.jsonl"), late + [
+        {**late[-1], "step": 2500, "scalars": {"grad_norm": 99.0}}])
+    written = trunk_pilot.write_report(str(pilot), str(tmp_path / "report"))
+    assert [p.rsplit("/", 1)[1] for p in written] == ["ladder_pilot.md", "ladder_pilot.png"]
+    text = (tmp_path / "report" / "ladder_pilot.md").read_text()
+    assert "| BERT (MLM) | 0.001 | 95 | 2000 | 6.600 | 0.050 | - | 0 | yes | no |" in text
+    assert "| ELECTRA | 0.0001 | 500 | 2000 | - | - | 0.500 | 0 | yes | no |" in text
+    assert "- ELECTRA: no setting is both stable and learning" in text
+    assert "- BERT (MLM): peak learning rate 0.0001, 500 warmup steps" in text
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--steps", "1000"], "--steps must be a multiple of 50 and at least 1050"),
+    (["--steps", "2010"], "--steps must be a multiple of 50"),
+    (["--hours", "0"], "--hours must be positive"),
+    (["--workers", "0"], "--workers must be at least 1"),
+])
+def test_bad_flags_fail_naming_the_flag(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        trunk_pilot.parse_args(["--out", "x", *flags])
+    assert message in capsys.readouterr().err

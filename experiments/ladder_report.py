@@ -364,6 +364,7 @@ def plot_pretraining(curves: Sequence[dict[str, Any]], unigram: dict[str, float]
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, len(PRETRAINING_SHOWN), figsize=(12, 3.6))
     for ax, (tag, label) in zip(axes, PRETRAINING_SHOWN):
@@ -379,6 +380,7 @@ def plot_pretraining(curves: Sequence[dict[str, Any]], unigram: dict[str, float]
         if tag in unigram:
             ax.axhline(unigram[tag], color="black", linestyle=":", label="unigram distribution")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("pretraining FLOPs")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)

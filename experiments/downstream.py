@@ -200,13 +200,23 @@ def brown_paragraphs(path: str) -> list[str]:
     return paragraphs
 
 
-def ladder_corpus(shared_data: str, out_dir: str) -> dict[str, Any]:
+# The shuffled corpus's files: a few dozen documents each, so that the builder, which reads
+# its input files one after another in a shuffled order, mixes the sources all along.
+SHARDS = 256
+
+
+def ladder_corpus(shared_data: str, out_dir: str, shuffled: bool = False) -> dict[str, Any]:
     """The ladder's pretraining text in out_dir, in the builder's layout (a paragraph a line, a
-    blank line between documents): brown_train.txt, the tagged Brown files of the pos task's
-    train split (electra_tf.finetuning.pos.brown_file_split; each file one document), the
-    Wikipedia sample and every corpora/tech/*.txt, copied as they are. The dev and test Brown
-    files are never written. Returns what went in: files and words per source, and the Brown
-    files held out."""
+    blank line between documents): the tagged Brown files of the pos task's train split
+    (electra_tf.finetuning.pos.brown_file_split; each file one document), the Wikipedia sample
+    and every corpora/tech/*.txt. The dev and test Brown files are never written.
+
+    By source (the default): brown_train.txt, and the other files copied as they are. The
+    builder writes its examples in the order it reads its input files, so training then runs
+    through one source after another. `shuffled`: every document of every source, in an order
+    shuffled with a fixed seed, dealt into SHARDS files (shard_000.txt, ...), so that every
+    stretch of training sees every source. Returns what went in: words (and, shuffled,
+    documents) per source, and the Brown files held out."""
     import shutil
 
     from electra_tf.finetuning import pos
@@ -215,25 +225,36 @@ def ladder_corpus(shared_data: str, out_dir: str) -> dict[str, Any]:
     corpora = os.path.join(shared_data, "corpora")
     brown_dir = os.path.join(corpora, "brown_tagged")
     split = pos.brown_file_split(pos.brown_files(brown_dir))
-    documents = ["\n".join(brown_paragraphs(os.path.join(brown_dir, name)))
-                 for name in split["train"]]
-    summary: dict[str, Any] = {"brown_train_files": len(split["train"]),
-                               "brown_held_out_files": split["dev"] + split["test"], "words": {}}
-    brown_text = "\n\n".join(documents) + "\n"
-    path = os.path.join(out_dir, "brown_train.txt")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(brown_text)
-    os.replace(path + ".tmp", path)
-    summary["words"]["brown_train.txt"] = len(brown_text.split())
-    sources = [os.path.join(corpora, "enwiki_sample.txt")] + sorted(
+    sources = {"brown_train.txt": ["\n".join(brown_paragraphs(os.path.join(brown_dir, name)))
+                                   for name in split["train"]]}
+    copied = [os.path.join(corpora, "enwiki_sample.txt")] + sorted(
         os.path.join(corpora, "tech", n) for n in os.listdir(os.path.join(corpora, "tech"))
         if n.endswith(".txt"))
-    for source in sources:
-        target = os.path.join(out_dir, os.path.basename(source))
-        shutil.copyfile(source, target + ".tmp")
-        os.replace(target + ".tmp", target)
-        with open(target, encoding="utf-8") as f:
-            summary["words"][os.path.basename(source)] = len(f.read().split())
+    for path in copied:
+        with open(path, encoding="utf-8") as f:
+            sources[os.path.basename(path)] = [d.strip("\n") for d in f.read().split("\n\n")
+                                               if d.strip()]
+    summary: dict[str, Any] = {"brown_train_files": len(split["train"]),
+                               "brown_held_out_files": split["dev"] + split["test"],
+                               "order": "shuffled documents" if shuffled else "by source",
+                               "words": {name: sum(len(d.split()) for d in documents)
+                                         for name, documents in sources.items()}}
+    if shuffled:
+        documents = [d for name in sorted(sources) for d in sources[name]]
+        random.Random(SEED + 3).shuffle(documents)
+        files = {f"shard_{k:03d}.txt": documents[k::SHARDS] for k in range(SHARDS)}
+        summary["documents"] = {name: len(docs) for name, docs in sources.items()}
+    else:  # the other sources byte for byte, as the first ladder's data was made
+        files = {"brown_train.txt": sources["brown_train.txt"]}
+        for path in copied:
+            target = os.path.join(out_dir, os.path.basename(path))
+            shutil.copyfile(path, target + ".tmp")
+            os.replace(target + ".tmp", target)
+    for name, documents in files.items():
+        path = os.path.join(out_dir, name)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write("\n\n".join(documents) + "\n")
+        os.replace(path + ".tmp", path)
     summary["total_words"] = sum(summary["words"].values())
     return summary
 

@@ -93,6 +93,10 @@ class Ladder:
     warmup_fraction: float = 0.25  # of the smallest rung's FLOPs: the warmup, shared by all
     pos_train_sentences: int = 1000
     save_every: int = 1000  # a pretraining run's checkpoint interval (steps), against crashes
+    # The pretraining text's documents shuffled across all sources (downstream.ladder_corpus)
+    # rather than one source after another.
+    shuffled_corpus: bool = False
+    results: str | None = None  # the committed records' folder in experiments/results/
 
     def rung_flops(self) -> list[float]:
         if self.rungs == 1:
@@ -113,8 +117,14 @@ LADDERS = {
     # budget's model (hidden 128, 4 layers, generator 1/4, seq 128, batch 32, lr 1e-3) and its
     # 8k vocabulary size, learned from the bigger corpus.
     "full": Ladder(budget=FULL_BUDGET, min_flops=1e13, max_flops=1e15, rungs=7,
-                   tasks=(TaskProtocol("pos", 5.0, 128), TaskProtocol("sst", 8.0, 64))),
+                   tasks=(TaskProtocol("pos", 5.0, 128), TaskProtocol("sst", 8.0, 64)),
+                   results="ladder"),
 }
+# The same ladder on the same text with its documents shuffled across the sources: the
+# builder writes examples in the order it reads its input files, so "full" trains through
+# Wikipedia and Brown, then one technical manual after another (docs/reproduction.md).
+LADDERS["mixed"] = dataclasses.replace(LADDERS["full"], shuffled_corpus=True,
+                                       results="ladder_mixed")
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -496,13 +506,13 @@ def check_shared_data(shared_data: str) -> None:
                          "--shared_data DIR")
 
 
-def build_corpus(out: str, shared_data: str) -> str:
+def build_corpus(out: str, shared_data: str, shuffled: bool = False) -> str:
     """OUT/corpus/, the pretraining text and nothing else (the builders read every file in
     it); what went in is in OUT/corpus_summary.json, written last."""
     corpus = os.path.join(out, "corpus")
     summary_path = os.path.join(out, "corpus_summary.json")
     if not os.path.exists(summary_path):
-        summary = downstream.ladder_corpus(shared_data, corpus)
+        summary = downstream.ladder_corpus(shared_data, corpus, shuffled)
         efficiency.write_json(summary_path, summary)
         log(f"pretraining text -> {corpus}: {summary['total_words']:,} words")
     return corpus
@@ -520,7 +530,8 @@ def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
                                              "build_summary.json"))
     if not data_ready or not all(map(os.path.exists, task_files.values())):
         check_shared_data(shared_data)
-    corpus = build_corpus(out, shared_data) if not data_ready else os.path.join(out, "corpus")
+    corpus = (build_corpus(out, shared_data, ladder.shuffled_corpus) if not data_ready
+              else os.path.join(out, "corpus"))
     data_dir = efficiency.pretraining_data(
         out, corpus, ladder.budget, os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"))
     if "pos" in names and not os.path.exists(task_files["pos"]):
@@ -608,7 +619,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--results", default=None,
                         help="the records' directory (default: experiments/results/ladder for "
-                             "--ladder full, else OUT/results)")
+                             "--ladder full, experiments/results/ladder_mixed for mixed, "
+                             "OUT/results for smoke)")
     parser.add_argument("--report_dir", default=None,
                         help="ladder_results.md and ladder_curve.png (default: OUT/report; "
                              "docs/ for the committed report)")
@@ -622,8 +634,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--max_rung must be in [1, {ladder.rungs}], got {args.max_rung}")
     args.out = os.path.abspath(args.out)
     if args.results is None:
-        args.results = (os.path.join(REPO, "experiments", "results", "ladder")
-                        if args.ladder == "full" else os.path.join(args.out, "results"))
+        args.results = (os.path.join(REPO, "experiments", "results", ladder.results)
+                        if ladder.results else os.path.join(args.out, "results"))
     if args.report_dir is None:
         args.report_dir = os.path.join(args.out, "report")
     return args

@@ -66,7 +66,7 @@ def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_pa
                   kind="trunk")
     records.append(str(ladder_results / "curves.jsonl"), late + [
         {**late[-1], "step": 2500, "scalars": {"grad_norm": 99.0}}])
-    written = trunk_pilot.write_report(str(pilot), str(tmp_path / "report"))
+    written = trunk_pilot.write_report(str(pilot), str(tmp_path / "report"), "ladder")
     assert [p.rsplit("/", 1)[1] for p in written] == ["ladder_pilot.md", "ladder_pilot.png"]
     text = (tmp_path / "report" / "ladder_pilot.md").read_text()
     assert "| BERT (MLM) | 0.001 | 95 | 2000 | 6.600 | 0.050 | - | 0 | yes | no |" in text

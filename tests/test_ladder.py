@@ -66,6 +66,29 @@ def test_the_corpus_directory_holds_only_the_text_the_builders_read(ladder_share
     assert summary["total_words"] > 0
 
 
+def test_the_shuffled_corpus_deals_every_document_of_every_source_into_its_shards(
+        ladder_shared, tmp_path):
+    by_source = downstream.ladder_corpus(str(ladder_shared), str(tmp_path / "by_source"))
+    shuffled = downstream.ladder_corpus(str(ladder_shared), str(tmp_path / "shuffled"), True)
+    assert shuffled["words"] == by_source["words"]
+    assert shuffled["order"] == "shuffled documents" and by_source["order"] == "by source"
+
+    def documents(directory):
+        return sorted(d for path in sorted(directory.iterdir())
+                      for d in path.read_text().strip("\n").split("\n\n") if d.strip())
+
+    shards = sorted(p.name for p in (tmp_path / "shuffled").iterdir())
+    assert shards == [f"shard_{k:03d}.txt" for k in range(downstream.SHARDS)]
+    assert documents(tmp_path / "shuffled") == documents(tmp_path / "by_source")
+    assert sum(shuffled["documents"].values()) == len(documents(tmp_path / "shuffled"))
+    first = (tmp_path / "shuffled" / "shard_000.txt").read_text()
+    assert downstream.ladder_corpus(str(ladder_shared), str(tmp_path / "again"), True) and \
+        (tmp_path / "again" / "shard_000.txt").read_text() == first  # a fixed seed
+    # The by-source layout copies the other sources byte for byte.
+    assert (tmp_path / "by_source" / "enwiki_sample.txt").read_bytes() == (
+        ladder_shared / "corpora" / "enwiki_sample.txt").read_bytes()
+
+
 def test_brown_paragraphs_join_a_paragraphs_sentences_and_drop_the_tags(tmp_path):
     path = tmp_path / "ca01"
     path.write_text("\n\n\tThe/at jury/nn said/vbd ``/`` yes/rb ''/'' ./.\n"

@@ -12,6 +12,9 @@ import pytest
 
 from conftest import REPO
 
+# One test process builds the module's `fresh` interpreters (-n 2: pytest.ini's --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("test_cli")
+
 COMMANDS = {
     "run_pretraining.py": "docs/pretraining.md",
     "run_finetuning.py": "docs/finetuning.md",

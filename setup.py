@@ -44,9 +44,9 @@ setup(
     extras_require={
         # The PyTorch peer for parity tests and benchmarks. PyPI's Linux wheel is the CUDA build;
         # the README says how to install the CPU one first. keras-hub, for the test of the
-        # keras_hub export.
-        "test": ["pytest>=8", "torch==2.13.0", "transformers>=5,<6", "matplotlib>=3.8",
-                 "keras-hub>=0.32,<0.33"],
+        # keras_hub export. pytest-xdist, for the README's test command's two processes (-n 2).
+        "test": ["pytest>=8", "pytest-xdist>=3.8", "torch==2.13.0", "transformers>=5,<6",
+                 "matplotlib>=3.8", "keras-hub>=0.32,<0.33"],
         "bench": ["torch==2.13.0", "transformers>=5,<6", "matplotlib>=3.8"],
         "experiments": ["matplotlib>=3.8"],  # plots
         # convert_checkpoint.py --to keras_hub. keras-hub pins kagglesdk 0.1.28, which the

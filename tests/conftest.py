@@ -75,15 +75,23 @@ def write_sst_files(directory, n_train=160, n_dev=40, n_test=24):
     return dev
 
 
-@pytest.fixture
-def finetuning_dir(tmp_path):
-    """DATA_DIR with vocab.txt, finetuning_data/sst/ and a tiny pretrained discriminator in
-    models/tiny/discriminator.keras (as run_pretraining.py exports it)."""
+@pytest.fixture(scope="session")
+def _finetuning_files(tmp_path_factory):
+    """finetuning_dir's files, written once a test process: its tests each get a copy."""
     from electra_tf.finetuning.config import from_hparams
 
-    shutil.copy(BERT_VOCAB, tmp_path / "vocab.txt")
-    write_sst_files(tmp_path / "finetuning_data" / "sst")
-    save_discriminator(tmp_path, "tiny", from_hparams("tiny", str(tmp_path), TINY_FINETUNING))
+    directory = tmp_path_factory.mktemp("finetuning_files")
+    shutil.copy(BERT_VOCAB, directory / "vocab.txt")
+    write_sst_files(directory / "finetuning_data" / "sst")
+    save_discriminator(directory, "tiny", from_hparams("tiny", str(directory), TINY_FINETUNING))
+    return directory
+
+
+@pytest.fixture
+def finetuning_dir(tmp_path, _finetuning_files):
+    """DATA_DIR with vocab.txt, finetuning_data/sst/ and a tiny pretrained discriminator in
+    models/tiny/discriminator.keras (as run_pretraining.py exports it): the test's own copy."""
+    shutil.copytree(_finetuning_files, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 

@@ -1,8 +1,10 @@
 """The shared test helpers do what they say."""
 
+import shutil
+
 import pytest
 
-from conftest import REPO, run_script
+from conftest import BERT_VOCAB, REPO, run_script
 
 
 def test_run_script_fails_the_test_on_an_unexpected_exit(tmp_path):
@@ -24,3 +26,11 @@ def test_no_test_reads_outside_the_repository():
                  if any(marker in path.read_text(encoding="utf-8")
                         for marker in ("shared" + "/data", "REPO." + "parent"))]
     assert not offending
+
+
+def test_finetuning_dir_is_the_tests_own_copy(finetuning_dir, _finetuning_files):
+    """What a test changes in its finetuning_dir never reaches the next test's."""
+    (finetuning_dir / "vocab.txt").write_text("[PAD]\n", encoding="utf-8")
+    shutil.rmtree(finetuning_dir / "models")
+    assert (_finetuning_files / "vocab.txt").read_bytes() == BERT_VOCAB.read_bytes()
+    assert (_finetuning_files / "models" / "tiny" / "discriminator.keras").exists()

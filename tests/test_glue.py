@@ -548,6 +548,7 @@ def tfds_glue(tmp_path_factory):
     return str(root / "tfds"), data_dir
 
 
+@pytest.mark.xdist_group("tfds_glue")  # one test process prepares the datasets (-n 2)
 @pytest.mark.parametrize("task,split", [
     ("sst", "train"), ("sst", "dev"), ("sst", "test"), ("mnli", "train"), ("mnli", "dev"),
     ("mnli", "dev_mismatched"), ("mnli", "test"), ("mnli", "test_mismatched"),

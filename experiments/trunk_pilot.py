@@ -255,10 +255,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     trunks = ladder.LADDERS[args.ladder].results
     if not args.report_only:
+        deadline = None if args.hours is None else time.time() + 3600 * args.hours
         full = ladder.LADDERS[args.ladder]
         data_dir = ladder.prepare_data(args.out, args.shared_data, full)
         efficiency.share_cores(args.workers)
-        deadline = None if args.hours is None else time.time() + 3600 * args.hours
         sitting = ladder.Sitting(full, data_dir, args.out, ladder.Store(args.results), deadline)
         try:
             efficiency.side_by_side(args.workers, lambda job: ladder.pretrain(

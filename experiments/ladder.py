@@ -1,7 +1,7 @@
 """ELECTRA against BERT up a ladder of pretraining budgets: where does pretraining start to beat
 random weights on this CPU, and which objective is ahead there?
 
-  python experiments/ladder.py --out DIR [--ladder full|smoke] [--hours H] [--max_rung K]
+  python experiments/ladder.py --out DIR [--ladder full|mixed|smoke] [--hours H] [--max_rung K]
       [--workers 2] [--shared_data ../shared/data] [--results DIR] [--report_dir DIR]
 
 One command runs the experiment in sittings: rerun it until it says the ladder is done.

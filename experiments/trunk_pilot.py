@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import sys
 import time
 from typing import Any, Sequence
@@ -45,6 +44,7 @@ for path in (REPO, os.path.join(REPO, "experiments")):
 
 import efficiency  # noqa: E402
 import ladder  # noqa: E402
+from ladder_report import NAMES  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from efficiency import log  # noqa: E402
@@ -138,8 +138,8 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     pretrain = records.read(os.path.join(results, "pretrain.jsonl"))
     curves = records.read(os.path.join(results, "curves.jsonl"))
     until = max((r["pretrain_steps"] for r in pretrain if r.get("finished")), default=0)
-    # The ladder's own trunks (peak learning rate 1e-3), judged at the pilot's last step.
     name = os.path.basename(os.path.abspath(results))
+    # The ladder's own trunks (peak learning rate 1e-3), judged at the pilot's last step.
     trunks = os.path.join(os.path.dirname(os.path.abspath(results)), trunks)
     curves += [r for r in records.read(os.path.join(trunks, "curves.jsonl"))
                if r["kind"] == "trunk"]
@@ -154,7 +154,7 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     for o in rows:
         s = o.last["scalars"]
         lines.append(
-            f"| {ladder_report_name(o.objective)} | {o.learning_rate:g} | {o.warmup} | "
+            f"| {NAMES[o.objective]} | {o.learning_rate:g} | {o.warmup} | "
             f"{o.last['step']} | "
             + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in SHOWN[:3])
             + f" | {o.jumps} | {'yes' if o.stable else 'no'} | "
@@ -162,7 +162,7 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     choices = []
     for objective in ("electra", "mlm"):
         chosen = choose(rows, objective)
-        choices.append(f"- {ladder_report_name(objective)}: " + (
+        choices.append(f"- {NAMES[objective]}: " + (
             f"peak learning rate {chosen.learning_rate:g}, {chosen.warmup} warmup steps"
             if chosen else "no setting is both stable and learning"))
     os.makedirs(report_dir, exist_ok=True)
@@ -186,10 +186,6 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     return written
 
 
-def ladder_report_name(objective: str) -> str:
-    return {"electra": "ELECTRA", "mlm": "BERT (MLM)"}[objective]
-
-
 def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]], path: str) -> None:
     import matplotlib
 
@@ -207,7 +203,7 @@ def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]], path: str) -
                 style = styles[settings.index((o.learning_rate, o.warmup)) % len(styles)]
                 ax.plot(*zip(*points), linestyle=style, linewidth=1.0,
                         color="tab:blue" if o.objective == "electra" else "tab:orange",
-                        label=f"{ladder_report_name(o.objective)} lr {o.learning_rate:g}, "
+                        label=f"{NAMES[o.objective]} lr {o.learning_rate:g}, "
                               f"warmup {o.warmup}")
         ax.set_xlabel("step")
         ax.set_title(label, fontsize=10)

@@ -304,22 +304,15 @@ def trunk_snapshot(sitting: Sitting, climb: Climb) -> str:
 
 def data_fingerprint(data_dir: str) -> dict[str, str]:
     """What a trunk's checkpoint depends on beyond its hparams, by SHA-256: the vocabulary and
-    the pretraining TFRecords (their bytes: the input position counts records in them)."""
+    each pretraining TFRecords file (their bytes: the input position counts records in them)."""
     import glob
-    import hashlib
 
-    def sha256(paths: Sequence[str]) -> str:
-        digest = hashlib.sha256()
-        for path in paths:
-            with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-        return digest.hexdigest()
+    from fetch_corpora import file_sha256
 
     tfrecords = sorted(glob.glob(os.path.join(data_dir, "pretrain_tfrecords",
                                               "pretrain_data.tfrecord*")))
-    return {"vocab.txt": sha256([os.path.join(data_dir, "vocab.txt")]),
-            "pretrain_tfrecords": sha256(tfrecords)}
+    return {os.path.relpath(path, data_dir): file_sha256(path)
+            for path in [os.path.join(data_dir, "vocab.txt"), *tfrecords]}
 
 
 def save_trunk(sitting: Sitting, climb: Climb) -> None:

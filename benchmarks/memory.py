@@ -82,8 +82,8 @@ def measure(implementation: str, objective: str, seq_length: int, batch_size: in
             ) -> dict[str, Any]:
     """One configuration in this process (the child's side)."""
     bare = status_mb("VmRSS")
-    config = bench.electra_small_config(batch_size, seq_length, "float32",
-                                        electra_objective=objective == "electra")
+    config = bench.model_config("small", batch_size, seq_length, "float32",
+                                electra_objective=objective == "electra")
     batch = bench.random_batch(batch_size, seq_length)
     make_step = bench.make_electra_tf_step if implementation == "electra_tf" \
         else bench.make_torch_step

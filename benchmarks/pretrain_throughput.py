@@ -1,4 +1,5 @@
-"""Training throughput of one ELECTRA-Small pretraining step: electra_tf against PyTorch.
+"""Training throughput of one pretraining step (ELECTRA-Small, or the reproduction's
+miniature): electra_tf against PyTorch.
 
 Run from the repository root:
 
@@ -6,6 +7,8 @@ Run from the repository root:
   python benchmarks/pretrain_throughput.py --also_bf16   # plus a mixed_bfloat16 row for ours
   python benchmarks/pretrain_throughput.py --quick       # smoke run: batch 8 x seq 32, 1 step
   python benchmarks/pretrain_throughput.py --kernels reference --skip_torch  # the plain path
+  python benchmarks/pretrain_throughput.py --model miniature --processes 2  # as the ladder runs
+  python benchmarks/pretrain_throughput.py --model miniature --jit_compile on  # XLA on the CPU
 
 What it measures, in one process on this machine:
   * electra_tf: run_pretraining.py's train step (forward and backward under a GradientTape,
@@ -21,6 +24,10 @@ What it measures, in one process on this machine:
   * every float32 matmul of our step at its shapes (forward, dx and dw), each alone through
     the ops our model uses: their sum is the time of a step that did nothing but its matmuls,
     about the best a float32 step built on TensorFlow's matmuls can do. It has its own row.
+  * with --processes P, each implementation's step in P processes side by side, each of
+    cpu_count / P threads, timed together once all are warm: the arrangement the experiments
+    train in (experiments/efficiency.py, --workers). The row's step time is one batch over
+    the processes' summed rates; each process's times are listed below the table.
 The report opens with the ratio to the peer and what the run ran on (CPU, vector ISA, cores,
 oneDNN's state, versions, the load average at the start; see machine_report).
 Both models train on one fixed random batch with dropout on and random weights (nothing is
@@ -37,11 +44,15 @@ import argparse
 import dataclasses
 import datetime
 import gc
+import glob
 import importlib.metadata
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Sequence
 
@@ -61,7 +72,9 @@ from electra_tf import distribution, fused, host_calls, pretraining  # noqa: E40
 from electra_tf.flops import Matmul, pretraining_matmuls, pretraining_step_flops  # noqa: E402
 
 SPECIAL = pretraining.SpecialIds()  # [PAD]=0, [CLS]=101, [SEP]=102, [MASK]=103
-TOKEN_RANGE = (1000, 30000)  # random "word" ids, clear of the special tokens
+# Random "word" ids: clear of the special tokens and inside every model's vocabulary (the
+# miniature's 8,192 is the smallest).
+TOKEN_RANGE = (1000, 8000)
 SEED = 1234
 MATMUL_SIZES = (1024, 2048, 4096)
 QUICK_MATMUL_SIZES = (512, 1024)
@@ -115,13 +128,27 @@ def random_batch(batch_size: int, seq_length: int, seed: int = SEED) -> dict[str
             "segment_ids": np.zeros_like(ids)}
 
 
-def electra_small_config(batch_size: int, seq_length: int, precision: str,
-                         **hparams: Any) -> config_lib.PretrainingConfig:
-    """ELECTRA-Small's pretraining config (plus `hparams`); data_dir need not exist (nothing
-    is read)."""
+# The models this benchmark times: ELECTRA-Small at its paper's batch, and the reproduction's
+# miniature (experiments/efficiency_plan.BUDGETS["full"]: tests/test_benchmarks.py checks that
+# they agree), the shape most of this machine's pretraining time goes to.
+MODELS = {
+    "small": {"model_size": "small", "vocab_size": 30522},
+    "miniature": {"model_size": "small", "vocab_size": 8192, "embedding_size": 128,
+                  "generator_hidden_size": 0.25,
+                  "model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 4,
+                                             "num_attention_heads": 2,
+                                             "intermediate_size": 512}},
+}
+BATCH_SIZES = {"small": 128, "miniature": 32}
+
+
+def model_config(model: str, batch_size: int, seq_length: int, precision: str,
+                 **hparams: Any) -> config_lib.PretrainingConfig:
+    """The pretraining config of MODELS[model] (plus `hparams`); data_dir need not exist
+    (nothing is read)."""
     return config_lib.from_hparams("bench", "/tmp/nodata", {
-        "model_size": "small", "train_batch_size": batch_size, "max_seq_length": seq_length,
-        "precision": precision, "vocab_size": 30522, "seed": SEED, **hparams})
+        **MODELS[model], "train_batch_size": batch_size, "max_seq_length": seq_length,
+        "precision": precision, "seed": SEED, **hparams})
 
 
 def machine_report(load_at_start: tuple[float, float, float]) -> list[str]:
@@ -139,11 +166,17 @@ def machine_report(load_at_start: tuple[float, float, float]) -> list[str]:
             + f" on {os.cpu_count()} CPUs: compare rows of this run only"]
 
 
+def threads() -> int:
+    """The threads this process computes with: TF_NUM_INTRAOP_THREADS when a side-by-side
+    arrangement set it, else one per core."""
+    return int(os.environ.get("TF_NUM_INTRAOP_THREADS", os.cpu_count() or 1))
+
+
 def import_torch():
-    """torch, limited to the 2 threads of this machine's 2 cores (imported only when used)."""
+    """torch, limited to this process's threads() (imported only when used)."""
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads())
     return torch
 
 
@@ -356,6 +389,65 @@ def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarra
     return times, attention
 
 
+# ----------------------------------------------------------------------------- side by side
+
+STEPPERS = {"electra_tf": make_electra_tf_step, "torch": make_torch_step}
+BARRIER_TIMEOUT = 900  # seconds a process waits for its siblings to finish warming up
+
+
+def side_by_side(args: argparse.Namespace, implementation: str, precision: str
+                 ) -> tuple[list[list[float]], str]:
+    """Step times of args.processes copies of one implementation's step, each a process of
+    cpu_count / processes threads (TensorFlow's pools, oneDNN's and torch's), timed together
+    once all have warmed up: the arrangement experiments/efficiency.py trains its runs in.
+    Returns (each process's step times, the step's description: XLA or attention kernel)."""
+    per_process = str(max(1, (os.cpu_count() or 1) // args.processes))
+    env = {**os.environ, "TF_NUM_INTRAOP_THREADS": per_process,
+           "TF_NUM_INTEROP_THREADS": per_process, "OMP_NUM_THREADS": per_process}
+    with tempfile.TemporaryDirectory() as barrier:
+        command = [sys.executable, os.path.abspath(__file__), "--model", args.model,
+                   "--batch_size", str(args.batch_size), "--seq_length", str(args.seq_length),
+                   "--steps", str(args.steps), "--precision", precision,
+                   "--kernels", args.kernels, "--jit_compile", args.jit_compile,
+                   "--processes", str(args.processes), "--worker", barrier,
+                   "--worker_implementation", implementation]
+        children = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+                    for _ in range(args.processes)]
+        outputs = [child.communicate()[0] for child in children]
+    failed = [child.returncode for child in children if child.returncode]
+    if failed:
+        raise RuntimeError(f"a side-by-side {implementation} process failed (exit {failed[0]}); "
+                           "its error is above")
+    results = [json.loads(out.splitlines()[-1]) for out in outputs]
+    return [result["step_times"] for result in results], results[0]["detail"]
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One process of side_by_side: warm up, wait for the siblings, time args.steps steps and
+    print them as the last line of stdout."""
+    config = model_config(args.model, args.batch_size, args.seq_length, args.precision,
+                          kernels=args.kernels, jit_compile=JIT[args.jit_compile])
+    step, report, detail = STEPPERS[args.worker_implementation](
+        config, random_batch(args.batch_size, args.seq_length))
+    step()  # warm-up (tracing), before the others start timing
+    open(os.path.join(args.worker, f"ready-{os.getpid()}"), "w").close()
+    waited = time.monotonic()
+    while len(glob.glob(os.path.join(args.worker, "ready-*"))) < args.processes:
+        if time.monotonic() - waited > BARRIER_TIMEOUT:
+            raise TimeoutError(f"the other side-by-side processes were not ready after "
+                               f"{BARRIER_TIMEOUT} s")
+        time.sleep(0.05)
+    times = time_calls(step, warmup=0, reps=args.steps)
+    progress(f"  {args.worker_implementation} (pid {os.getpid()}): {report()}")
+    print(json.dumps({"step_times": times, "detail": detail}))
+
+
+def together(per_process: Sequence[Sequence[float]]) -> float:
+    """The seconds per batch of processes running side by side: one batch over their summed
+    rates (each process's rate from its median step)."""
+    return 1.0 / sum(1.0 / statistics.median(times) for times in per_process)
+
+
 # ----------------------------------------------------------------------------- report
 
 def markdown_table(rows: Sequence[Row], peak_gflops: float) -> str:
@@ -392,12 +484,22 @@ def format_peaks(label: str, peaks: dict[int, float]) -> str:
     return f"{label}: best {max(peaks.values()):.1f} GFLOP/s ({sizes})"
 
 
+JIT = {"auto": None, "on": True, "off": False}  # --jit_compile -> the jit_compile hparam
+STEPS = {"small": 3, "miniature": 30}
+TITLES = {"small": "ELECTRA-Small", "miniature": "The reproduction's miniature"}  # timed steps by default: a few seconds of each
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--model", default="small", choices=sorted(MODELS),
+                        help="small: ELECTRA-Small; miniature: the reproduction's model "
+                             "(experiments/efficiency_plan.py, budget full)")
+    parser.add_argument("--batch_size", type=int, default=None,
+                        help="default: 128 for small, 32 for miniature")
     parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=3,
-                        help="timed steps after one warm-up step; the median is reported")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps after one warm-up step; the median is reported "
+                             "(default: 3 for small, 30 for miniature)")
     parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"),
                         help="precision policy of our model")
     parser.add_argument("--also_bf16", action="store_true",
@@ -405,23 +507,78 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip_torch", action="store_true", help="skip the PyTorch peer")
     parser.add_argument("--kernels", default="auto", choices=("auto", "fused", "reference"),
                         help="our transformer's implementation (the kernels hparam)")
+    parser.add_argument("--jit_compile", default="auto", choices=sorted(JIT),
+                        help="XLA for our forward and backward pass (the jit_compile hparam; "
+                             "auto: distribution.use_xla decides)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="run each implementation's step in this many processes side by "
+                             "side, each with cpu_count / processes threads, as "
+                             "experiments/efficiency.py runs its pretraining")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: batch 8, seq 32, 1 step, small matmuls")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker_implementation", default="electra_tf",
+                        choices=sorted(STEPPERS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
         args.batch_size, args.seq_length, args.steps = 8, 32, 1
+    args.batch_size = args.batch_size or BATCH_SIZES[args.model]
+    args.steps = args.steps or STEPS[args.model]
     if min(args.batch_size, args.seq_length, args.steps) < 1:
         parser.error("--batch_size, --seq_length and --steps must be positive")
+    if not 1 <= args.processes <= (os.cpu_count() or 1):
+        parser.error(f"--processes must be between 1 and the {os.cpu_count()} CPUs, "
+                     f"got {args.processes}")
     return args
+
+
+def time_rows(args: argparse.Namespace, precisions: Sequence[str], batch: dict[str, np.ndarray],
+              ours_flops: float, peer_flops: float) -> tuple[list[Row], list[str], str, str | None]:
+    """Our rows (one per precision) and the peer's, in this process or side by side: (rows,
+    per-process step times as report lines, our XLA description, the peer's attention
+    kernel or None)."""
+    rows: list[Row] = []
+    lines: list[str] = []
+    xla, attention = "", None
+    runs = [("electra_tf", p) for p in precisions] + ([] if args.skip_torch else
+                                                       [("torch", "float32")])
+    for implementation, precision in runs:
+        ours = implementation == "electra_tf"
+        config = model_config(args.model, args.batch_size, args.seq_length, precision,
+                              kernels=args.kernels, jit_compile=JIT[args.jit_compile])
+        name = "electra_tf (TF/Keras)" if ours else "PyTorch + transformers"
+        progress(f"{name}, {precision}: 1 warm-up + {args.steps} timed steps"
+                 + (f", {args.processes} processes side by side" if args.processes > 1 else ""))
+        executed = ours_flops if ours else peer_flops
+        if args.processes == 1:
+            bench = bench_electra_tf if ours else bench_torch
+            times, detail = bench(config, batch, args.steps)
+        else:
+            per_process, detail = side_by_side(args, implementation, precision)
+            times = [together(per_process)]
+            name += f", {args.processes} processes x {threads() // args.processes} thread(s)"
+            lines += [f"- step times of {name} {precision}, process {k} (s): "
+                      + ", ".join(f"{t:.3f}" for t in process_times)
+                      for k, process_times in enumerate(per_process)]
+        if ours:
+            xla = detail
+        else:
+            attention = detail
+        rows.append(Row(name, precision, times, args.batch_size, ours_flops, executed))
+        gc.collect()
+    return rows, lines, xla, attention
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     load_at_start = os.getloadavg()
     args = parse_args(argv)
+    if args.worker:
+        worker(args)
+        return
     precisions = [args.precision]
     if args.also_bf16 and "mixed_bfloat16" not in precisions:
         precisions.append("mixed_bfloat16")
-    config = electra_small_config(args.batch_size, args.seq_length, "float32")
+    config = model_config(args.model, args.batch_size, args.seq_length, "float32")
     batch = random_batch(args.batch_size, args.seq_length)
     n_mlm = config.max_predictions_per_seq
     ours_flops = pretraining_step_flops(config, args.batch_size, args.seq_length, n_mlm)
@@ -444,23 +601,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                            for matmul, seconds in zip(matmuls, matmul_seconds))
     peak = max(list(tf_fp32.values()) + list(torch_fp32.values()) + [step_shapes_best])
 
-    rows: list[Row] = []
-    xla = ""
-    for precision in precisions:
-        progress(f"electra_tf, {precision}: 1 warm-up + {args.steps} timed steps")
-        times, xla = bench_electra_tf(
-            electra_small_config(args.batch_size, args.seq_length, precision,
-                                 kernels=args.kernels), batch, args.steps)
-        rows.append(Row("electra_tf (TF/Keras)", precision, times, args.batch_size, ours_flops,
-                        ours_flops))
-        gc.collect()
-    attention = None
-    if not args.skip_torch:
-        progress(f"PyTorch + transformers, float32: 1 warm-up + {args.steps} timed steps")
-        times, attention = bench_torch(config, batch, args.steps)
-        rows.append(Row("PyTorch + transformers", "float32", times, args.batch_size,
-                        ours_flops, peer_flops))
-
+    rows, process_lines, xla, attention = time_rows(args, precisions, batch, ours_flops,
+                                                    peer_flops)
     rows.append(Row("the step's matmuls alone (a bound, not a step)", "float32",
                     [sum(matmul_seconds)], args.batch_size, ours_flops, ours_flops))
 
@@ -472,7 +614,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if peer:
         speedup = ours.examples_per_second / peer[0].examples_per_second
         headline = f"{speedup:.2f}x the PyTorch peer, {headline}"
-    print(f"# ELECTRA-Small pretraining step: electra_tf ({ours.precision}) {headline}\n")
+    print(f"# {TITLES[args.model]} pretraining step: electra_tf ({ours.precision}) "
+          f"{headline}\n")
     print(f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print("\n".join(machine_report(load_at_start)))
     print(f"- model: discriminator H{disc['hidden_size']}/L{disc['num_hidden_layers']}/"
@@ -482,12 +625,16 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"{config.vocab_size}, {n_mlm} masked positions per sequence")
     print(f"- batch {args.batch_size} x seq {args.seq_length}; step time = median of "
           f"{args.steps} timed step(s) after 1 warm-up step; dropout on; random weights")
+    if args.processes > 1:
+        print(f"- {args.processes} processes side by side, {threads() // args.processes} "
+              "thread(s) each, timed together after all warmed up; a row's step time is one "
+              "batch over their summed rates (each from its median step)")
     print(f"- electra_tf: run_pretraining's train step (incl. metrics) in host_calls.run_steps, "
           f"default strategy, 1 replica, {xla}, kernels {args.kernels}")
     if attention is not None:
         print(f"- peer: ElectraForMaskedLM + ElectraForPreTraining with tied embeddings, "
               f"attention '{attention}', MLM head at all {args.seq_length} positions, "
-              f"AdamW + clip_grad_norm_(1.0), torch threads 2")
+              f"AdamW + clip_grad_norm_(1.0), torch threads {threads() // args.processes}")
     print("- model GFLOP/step: ELECTRA's matmul FLOPs (MLM head at the masked positions only), "
           "3x forward; executed: what the implementation computes\n")
     print(markdown_table(rows, peak))
@@ -503,6 +650,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for row in rows:
         times = ", ".join(f"{t:.3f}" for t in row.step_times)
         print(f"- step times of {row.implementation} {row.precision} (s): {times}")
+    for line in process_lines:
+        print(line)
     for row in rows:
         if peer and row.implementation.startswith("electra_tf"):
             print(f"- speedup ours ({row.precision}) / peer (float32): "

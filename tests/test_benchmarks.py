@@ -13,11 +13,29 @@ import pretrain_throughput  # noqa: E402
 
 
 def test_electra_small_step_flops_are_the_documented_ones():
-    config = pretrain_throughput.electra_small_config(128, 128, "float32")
+    config = pretrain_throughput.model_config("small", 128, 128, "float32")
     ours = pretrain_throughput.pretraining_step_flops(config, 128, 128,
                                                       config.max_predictions_per_seq)
     peer = pretrain_throughput.pretraining_step_flops(config, 128, 128, 128)
     assert (round(ours / 1e9), round(peer / 1e9)) == (1150, 1478)  # docs/performance.md
+
+
+def test_the_miniature_is_the_reproductions_model():
+    sys.path.insert(0, str(REPO / "experiments"))
+    import efficiency_plan
+    from electra_tf import config as config_lib
+
+    budget = efficiency_plan.BUDGETS["full"]  # the ladder's model, batch and vocabulary size
+    ladder = config_lib.from_hparams("ladder", "/tmp/nodata", {
+        **efficiency_plan.pretraining_hparams(budget, "electra", 1, 1),
+        "vocab_size": budget.vocab_size})
+    ours = pretrain_throughput.model_config(
+        "miniature", pretrain_throughput.BATCH_SIZES["miniature"], budget.seq_length, "float32")
+    for read in (config_lib.PretrainingConfig.bert_config,
+                 config_lib.PretrainingConfig.generator_bert_config,
+                 config_lib.PretrainingConfig.resolved_embedding_size):
+        assert read(ours) == read(ladder)
+    assert (ours.train_batch_size, ours.max_seq_length) == (budget.batch_size, budget.seq_length)
 
 
 def test_reports_say_what_they_ran_on():

@@ -566,33 +566,67 @@ def record_baselines(store: Store, data_dir: str) -> None:
     store.append("baseline", lines)
 
 
+# The two no-context masked LMs of baseline.jsonl (task "pretraining").
+UNIGRAM = "unigram distribution"
+KEPT_OR_UNIGRAM = "the kept token, else the unigram distribution"
+BASELINE_SEED = 0  # the masking draws of KEPT_OR_UNIGRAM's measurement
+
+
 def record_unigram_baseline(store: Store, data_dir: str, max_seq_length: int) -> None:
-    """baseline.jsonl: the masked-LM loss (nats) and accuracy of predicting every masked token
-    from the pretraining text's unigram distribution, the level a masked LM stays at until it
-    uses the context. The masked positions are drawn from the tokens other than [PAD], [CLS]
-    and [SEP], so those are left out of the counts."""
+    """baseline.jsonl: the masked-LM loss (nats) and accuracy of two masked LMs that read no
+    context, each a level a masked LM stays at until it uses the context:
+
+    - UNIGRAM predicts every masked token from the pretraining text's unigram distribution
+      (the tokens other than [PAD], [CLS] and [SEP], from which the masked positions are drawn);
+    - KEPT_OR_UNIGRAM is what the training metrics show of such a model: the original's
+      masking leaves 15% of the masked positions showing their own token (masking.py,
+      REPLACE_WITH_MASK_PROB), which it copies (probability 1, loss 0), and predicts the
+      unigram distribution at the [MASK]s. Measured over the whole text with
+      electra_tf.masking.mask itself (its duplicated draws included) at the runs' mask_prob
+      and max_predictions_per_seq (the config's defaults at max_seq_length)."""
     import numpy as np
     import tensorflow as tf
-    from electra_tf import data
+    from electra_tf import config as config_lib
+    from electra_tf import data, masking
     from electra_tf.tokenization import read_vocab
 
-    if store.has("baseline", task="pretraining"):
+    if store.has("baseline", task="pretraining", baseline=KEPT_OR_UNIGRAM):
         return
-    vocab = read_vocab(os.path.join(data_dir, "vocab.txt"))
+    vocab_file = os.path.join(data_dir, "vocab.txt")
+    vocab = read_vocab(vocab_file)
     files = data.list_files(os.path.join(data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*"))
-    counts = np.zeros(len(vocab), np.int64)
     records = tf.data.TFRecordDataset(files).batch(1024).map(
-        lambda r: data.decode_record(r, max_seq_length)["input_ids"])
-    for ids in records.as_numpy_iterator():
-        counts += np.bincount(ids.ravel(), minlength=len(vocab))
+        lambda r: data.decode_record(r, max_seq_length))
+    counts = np.zeros(len(vocab), np.int64)
+    for batch in records.as_numpy_iterator():
+        counts += np.bincount(batch["input_ids"].ravel(), minlength=len(vocab))
     for special in ("[PAD]", "[CLS]", "[SEP]"):
         counts[vocab.index(special)] = 0
-    p = counts[counts > 0] / counts.sum()
+    p = counts / counts.sum()
+    seen = p[p > 0]
+    special = masking.SpecialIds.from_vocab(masking.load_vocab(vocab_file), vocab_file)
+    rng = tf.random.Generator.from_seed(BASELINE_SEED)
+    config = config_lib.from_hparams("baseline", data_dir, {"max_seq_length": max_seq_length})
+    weight = kept = unigram_loss = unigram_correct = 0.0
+    for batch in records:
+        masked = masking.mask(batch["input_ids"], batch["input_mask"], config.mask_prob,
+                              config.max_predictions_per_seq, special, rng)
+        shown = tf.gather(masked.input_ids, masked.masked_lm_positions, batch_dims=1).numpy()
+        labels, weights = masked.masked_lm_ids.numpy(), masked.masked_lm_weights.numpy()
+        at_mask = (shown == special.mask) * weights
+        weight += float(weights.sum())
+        kept += float(((shown != special.mask) * weights).sum())
+        unigram_loss += float((-np.log(np.maximum(p[labels], 1e-30)) * at_mask).sum())
+        unigram_correct += float(((labels == p.argmax()) * at_mask).sum())
+    scores = {UNIGRAM: {"masked_lm_loss": float(-(seen * np.log(seen)).sum()),
+                        "masked_lm_accuracy": float(seen.max())},
+              KEPT_OR_UNIGRAM: {"masked_lm_loss": unigram_loss / weight,
+                                "masked_lm_accuracy": (kept + unigram_correct) / weight}}
     store.append("baseline", [
-        {"task": "pretraining", "baseline": "unigram distribution", "split": "train",
-         "metric": metric, "score": score, "tokens": int(counts.sum())}
-        for metric, score in (("masked_lm_loss", float(-(p * np.log(p)).sum())),
-                              ("masked_lm_accuracy", float(p.max())))])
+        {"task": "pretraining", "baseline": name, "split": "train", "metric": metric,
+         "score": score, "tokens": int(counts.sum())}
+        for name, by_metric in scores.items() for metric, score in by_metric.items()
+        if not store.has("baseline", task="pretraining", baseline=name, metric=metric)])
 
 
 # ----------------------------------------------------------------------------- main

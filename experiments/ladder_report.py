@@ -329,12 +329,18 @@ PRETRAINING_SHOWN = (("masked_lm_loss", "masked-LM loss (nats)"),
                      ("disc_auc", "replaced-token detection AUC"))
 
 
-def unigram_baseline(lines: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """The unigram distribution's masked-LM loss and accuracy (baseline.jsonl), when known."""
-    return {r["metric"]: r["score"] for r in lines if r["task"] == "pretraining"}
+def pretraining_baselines(lines: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The masked-LM loss and accuracy of the masked LMs that read no context (baseline.jsonl,
+    task pretraining; experiments/ladder.py, record_unigram_baseline), by baseline."""
+    baselines: dict[str, dict[str, float]] = {}
+    for r in lines:
+        if r["task"] == "pretraining":
+            baselines.setdefault(r["baseline"], {})[r["metric"]] = r["score"]
+    return baselines
 
 
-def pretraining_table(curves: Sequence[dict[str, Any]], unigram: dict[str, float]) -> str:
+def pretraining_table(curves: Sequence[dict[str, Any]],
+                      baselines: dict[str, dict[str, float]]) -> str:
     """Each decay branch's last logged pretraining scalars: where every budget's model left
     its objective (for ELECTRA the masked LM is the generator's)."""
     last: dict[str, dict[str, Any]] = {}
@@ -349,17 +355,17 @@ def pretraining_table(curves: Sequence[dict[str, Any]], unigram: dict[str, float
                      f"{r['pretrain_flops']:.3g} | " + " | ".join(
                          f"{r['scalars'][tag]:.3f}" if tag in r["scalars"] else "-"
                          for tag, _ in PRETRAINING_SHOWN) + " |")
-    if unigram:
-        lines.append("| the unigram distribution | | | " + " | ".join(
-            f"{unigram[tag]:.3f}" if tag in unigram else "-" for tag, _ in PRETRAINING_SHOWN)
+    for name, scores in baselines.items():
+        lines.append(f"| no context: {name} | | | " + " | ".join(
+            f"{scores[tag]:.3f}" if tag in scores else "-" for tag, _ in PRETRAINING_SHOWN)
             + " |")
     return "\n".join(lines)
 
 
-def plot_pretraining(curves: Sequence[dict[str, Any]], unigram: dict[str, float],
+def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict[str, float]],
                      path: str) -> None:
     """The trunks' and branches' pretraining scalars against FLOPs, one panel per scalar, with
-    the unigram distribution's level dotted."""
+    the no-context baselines' levels as black lines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -377,8 +383,10 @@ def plot_pretraining(curves: Sequence[dict[str, Any]], unigram: dict[str, float]
                     ax.plot(*zip(*points), color=color, linewidth=1.2 if trunk else 0.8,
                             alpha=1.0 if trunk else 0.6,
                             label=NAMES[objective] if trunk else None)
-        if tag in unigram:
-            ax.axhline(unigram[tag], color="black", linestyle=":", label="unigram distribution")
+        for (name, scores), style in zip(baselines.items(), (":", "--", "-.")):
+            if tag in scores:
+                ax.axhline(scores[tag], color="black", linestyle=style, linewidth=0.8,
+                           label=name)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("pretraining FLOPs")
@@ -404,7 +412,7 @@ def write(results_dir: str, report_dir: str) -> list[str]:
     pretrain = records.read(os.path.join(results_dir, "pretrain.jsonl"))
     baselines = records.read(os.path.join(results_dir, "baseline.jsonl"))
     curves = records.read(os.path.join(results_dir, "curves.jsonl"))
-    unigram = unigram_baseline(baselines)
+    no_context = pretraining_baselines(baselines)
     os.makedirs(report_dir, exist_ok=True)
     rows = verdicts(select(finetune, VERDICT_TASK, VERDICT_METRIC))
     baseline = baseline_score(baselines, "accuracy")
@@ -440,10 +448,14 @@ def write(results_dir: str, report_dir: str) -> list[str]:
         sections.append(
             "## Pretraining at the end of each budget\n\n"
             "The last logged value (a mean over the last 50 steps) of each decay branch, from "
-            "curves.jsonl; the unigram row is what predicting every masked token from the "
-            "pretraining text's token frequencies scores (baseline.jsonl), the level a masked "
-            "LM stays at until it uses the context. `ladder_pretraining.png` draws the whole "
-            "curves.\n\n" + pretraining_table(curves, unigram))
+            "curves.jsonl. The no-context rows (baseline.jsonl) are two masked LMs that read "
+            "no context: the unigram distribution predicts every masked token from the "
+            "pretraining text's token frequencies; the kept token, else the unigram "
+            "distribution, is what such a model scores in these training metrics, because the "
+            "original's masking leaves 15% of the masked positions showing their own token, "
+            "which it copies. A masked LM uses the context only where it does better than the "
+            "second row. `ladder_pretraining.png` draws the whole curves.\n\n"
+            + pretraining_table(curves, no_context))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune))
     table = os.path.join(report_dir, "ladder_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")
@@ -455,7 +467,7 @@ def write(results_dir: str, report_dir: str) -> list[str]:
         written.append(curve)
     if curves:
         pretraining = os.path.join(report_dir, "ladder_pretraining.png")
-        plot_pretraining(curves, unigram, pretraining)
+        plot_pretraining(curves, no_context, pretraining)
         written.append(pretraining)
     return written
 

@@ -44,7 +44,7 @@ for path in (REPO, os.path.join(REPO, "experiments")):
 
 import efficiency  # noqa: E402
 import ladder  # noqa: E402
-from ladder_report import NAMES  # noqa: E402
+from ladder_report import NAMES, pretraining_baselines  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from efficiency import log  # noqa: E402
@@ -137,7 +137,7 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
 
     pretrain = records.read(os.path.join(results, "pretrain.jsonl"))
     curves = records.read(os.path.join(results, "curves.jsonl"))
-    until = max((r["pretrain_steps"] for r in pretrain if r.get("finished")), default=0)
+    lengths = sorted({r["pretrain_steps"] for r in pretrain if r.get("finished")})
     name = os.path.basename(os.path.abspath(results))
     # The ladder's own trunks (peak learning rate 1e-3), judged at the pilot's last step.
     trunks = os.path.join(os.path.dirname(os.path.abspath(results)), trunks)
@@ -145,8 +145,9 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
                if r["kind"] == "trunk"]
     pretrain += [r for r in records.read(os.path.join(trunks, "pretrain.jsonl"))
                  if r["kind"] == "trunk"]
-    rows = sorted(outcomes(pretrain, curves, until),
-                  key=lambda o: (o.objective, -o.learning_rate, o.warmup))
+    no_context = pretraining_baselines(records.read(os.path.join(trunks, "baseline.jsonl")))
+    rows = sorted((o for until in lengths for o in outcomes(pretrain, curves, until)),
+                  key=lambda o: (o.last["step"], o.objective, -o.learning_rate, o.warmup))
     lines = ["| objective | peak learning rate | warmup steps | step | "
              + " | ".join(label for _, label in SHOWN[:3])
              + " | gradient-norm warnings | stable | learns |",
@@ -159,12 +160,17 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
             + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in SHOWN[:3])
             + f" | {o.jumps} | {'yes' if o.stable else 'no'} | "
             f"{'yes' if o.learns else 'no'} |")
+    for baseline, scores in no_context.items():
+        lines.append(f"| no context: {baseline} | | | | " + " | ".join(
+            f"{scores[tag]:.3f}" if tag in scores else "-" for tag, _ in SHOWN[:3])
+            + " | | | |")
     choices = []
-    for objective in ("electra", "mlm"):
-        chosen = choose(rows, objective)
-        choices.append(f"- {NAMES[objective]}: " + (
-            f"peak learning rate {chosen.learning_rate:g}, {chosen.warmup} warmup steps"
-            if chosen else "no setting is both stable and learning"))
+    for until in lengths:
+        for objective in ("electra", "mlm"):
+            chosen = choose([o for o in rows if o.last["step"] == until], objective)
+            choices.append(f"- at step {until}, {NAMES[objective]}: " + (
+                f"peak learning rate {chosen.learning_rate:g}, {chosen.warmup} warmup steps"
+                if chosen else "no setting is both stable and learning"))
     os.makedirs(report_dir, exist_ok=True)
     table = os.path.join(report_dir, f"{name}.md")
     files.write_atomically(table, "\n\n".join([
@@ -176,17 +182,24 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
         "gradient-explosion check (a gradient norm above 10x the median of up to 20 intervals "
         "before it), replayed over the curve, never warns. *Learns*: masked-LM accuracy above "
         f"{LEARNS:g} (for ELECTRA its generator's). The rule: "
-        "docs/reproduction.md, \"The trunk pilot\".",
+        "docs/reproduction.md, \"The trunk pilot\". The no-context rows (the ladder's "
+        "baseline.jsonl) are two masked LMs that read no context: the unigram distribution at "
+        "every masked position, and what such a model scores in these training metrics, "
+        "where 15% of the masked positions show their own token and it copies them. A trunk "
+        "uses its context only where it does better than the second.",
         "\n".join(lines), "## Each objective's choice\n\n" + "\n".join(choices)]) + "\n")
     written = [table]
     if rows:
         figure = os.path.join(report_dir, f"{name}.png")
-        plot(rows, curves, figure)
+        one_per_model = list({o.model: o for o in rows}.values())  # each judged last
+        plot(one_per_model, curves, no_context, figure)
         written.append(figure)
     return written
 
 
-def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]], path: str) -> None:
+def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]],
+         no_context: dict[str, dict[str, float]], path: str) -> None:
+    """Each trunk's whole curve (one line per model), the no-context levels in black."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -205,6 +218,10 @@ def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]], path: str) -
                         color="tab:blue" if o.objective == "electra" else "tab:orange",
                         label=f"{NAMES[o.objective]} lr {o.learning_rate:g}, "
                               f"warmup {o.warmup}")
+        for (baseline, scores), style in zip(no_context.items(), (":", "--")):
+            if tag in scores:
+                ax.axhline(scores[tag], color="black", linestyle=style, linewidth=0.8,
+                           label=f"no context: {baseline}")
         ax.set_xlabel("step")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)

@@ -314,28 +314,44 @@ def test_the_learning_curve_of_a_piece_is_recorded_once_without_the_rates(tmp_pa
     assert sitting.store.read("curves")[1]["pretrain_flops"] == 4 * electra.step_flops
 
 
-def test_the_unigram_baseline_counts_every_token_but_padding_and_separators(tmp_path):
+def test_the_no_context_baselines_count_every_token_but_padding_and_separators(tmp_path):
+    """The unigram distribution over the maskable tokens; and what a masked LM that reads no
+    context scores in the training metrics: the kept token copied (15% of the masked
+    positions), the unigram distribution at the [MASK]s."""
     import math
 
     import tensorflow as tf
 
     data = tmp_path / "data"
     (data / "pretrain_tfrecords").mkdir(parents=True)
-    (data / "vocab.txt").write_text("[PAD]\n[CLS]\n[SEP]\na\nb\n")
+    (data / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\n")
+    rows = [[2, 5, 5, 3, 6, 3, 0, 0], [2, 5, 3, 5, 3, 0, 0, 0]] * 200  # a: 4, b: 1
     with tf.io.TFRecordWriter(str(data / "pretrain_tfrecords" /
                                   "pretrain_data.tfrecord-0-of-1")) as writer:
-        for ids in ([1, 3, 3, 2, 4, 2, 0, 0], [1, 3, 2, 3, 2, 0, 0, 0]):  # a: 4, b: 1
-            feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=ids))
-                       for name in ("input_ids", "input_mask", "segment_ids")}
+        for ids in rows:
+            mask = [int(i != 0) for i in ids]
+            feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+                       for name, values in (("input_ids", ids), ("input_mask", mask),
+                                            ("segment_ids", [0] * 8))}
             writer.write(tf.train.Example(features=tf.train.Features(
                 feature=feature)).SerializeToString())
     store = ladder.Store(str(tmp_path / "results"))
     ladder.record_unigram_baseline(store, str(data), 8)
     ladder.record_unigram_baseline(store, str(data), 8)  # a rerun appends nothing
-    scores = {r["metric"]: r["score"] for r in store.read("baseline")}
-    assert scores["masked_lm_accuracy"] == pytest.approx(0.8)
-    assert scores["masked_lm_loss"] == pytest.approx(-(0.8 * math.log(0.8) + 0.2 * math.log(0.2)))
-    assert ladder_report.unigram_baseline(store.read("baseline")) == scores
+    scores = ladder_report.pretraining_baselines(store.read("baseline"))
+    assert len(store.read("baseline")) == 4
+    unigram = scores[ladder.UNIGRAM]
+    assert unigram["masked_lm_accuracy"] == pytest.approx(0.8)
+    assert unigram["masked_lm_loss"] == pytest.approx(-(0.8 * math.log(0.8)
+                                                        + 0.2 * math.log(0.2)))
+    # One masked position per row (its 5 or 6 tokens x 0.15, rounded), drawn from the a, a, b
+    # of the first row and the a, a of the second (an a 5 times in 6); a [MASK] there 85% of
+    # the time. The copies are right; a [MASK] is right when it hides an a.
+    from electra_tf.masking import REPLACE_WITH_MASK_PROB as MASKED
+    kept = scores[ladder.KEPT_OR_UNIGRAM]
+    assert kept["masked_lm_accuracy"] == pytest.approx(1 - MASKED + MASKED * 5 / 6, abs=0.03)
+    assert kept["masked_lm_loss"] == pytest.approx(
+        MASKED * (5 / 6 * -math.log(0.8) + 1 / 6 * -math.log(0.2)), abs=0.03)
 
 
 def test_finetune_and_probe_lines_carry_every_field():
@@ -451,16 +467,21 @@ def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram
             ("mlm", "mlm_110", "branch", 110, {"masked_lm_loss": 5.9,
                                                "masked_lm_accuracy": 0.21}))])
     records.append(str(path / "baseline.jsonl"), [
-        {"task": "pretraining", "baseline": "unigram distribution", "split": "train",
-         "metric": metric, "score": score}
-        for metric, score in (("masked_lm_loss", 6.2), ("masked_lm_accuracy", 0.05))])
+        {"task": "pretraining", "baseline": name, "split": "train", "metric": metric,
+         "score": score}
+        for name, metric, score in (
+            (ladder.UNIGRAM, "masked_lm_loss", 6.2), (ladder.UNIGRAM, "masked_lm_accuracy", 0.05),
+            (ladder.KEPT_OR_UNIGRAM, "masked_lm_loss", 5.3),
+            (ladder.KEPT_OR_UNIGRAM, "masked_lm_accuracy", 0.19))])
     written = ladder_report.write(str(path), str(tmp_path / "report"))
     assert pathlib.Path(written[-1]).name == "ladder_pretraining.png"
     assert pathlib.Path(written[-1]).stat().st_size > 0
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "| ELECTRA | 100 | 3e+12 | 6.100 | - | 0.700 |" in text  # the branch's last step
     assert "| BERT (MLM) | 110 | 3.3e+12 | 5.900 | 0.210 | - |" in text
-    assert "| the unigram distribution | | | 6.200 | 0.050 | - |" in text
+    assert "| no context: unigram distribution | | | 6.200 | 0.050 | - |" in text
+    assert ("| no context: the kept token, else the unigram distribution | | | 5.300 | 0.190 "
+            "| - |") in text
     assert "trunk_electra" not in text
 
 

@@ -485,8 +485,8 @@ def format_peaks(label: str, peaks: dict[int, float]) -> str:
 
 
 JIT = {"auto": None, "on": True, "off": False}  # --jit_compile -> the jit_compile hparam
-STEPS = {"small": 3, "miniature": 30}
-TITLES = {"small": "ELECTRA-Small", "miniature": "The reproduction's miniature"}  # timed steps by default: a few seconds of each
+STEPS = {"small": 3, "miniature": 30}  # timed steps by default: a few seconds of each
+TITLES = {"small": "ELECTRA-Small", "miniature": "The reproduction's miniature"}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

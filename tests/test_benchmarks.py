@@ -2,6 +2,7 @@
 are the matmuls the model really runs is tests/test_flops.py's check); the benchmarks say what
 they ran on; the memory benchmark measures."""
 
+import os
 import sys
 
 import pytest
@@ -36,6 +37,15 @@ def test_the_miniature_is_the_reproductions_model():
                  config_lib.PretrainingConfig.resolved_embedding_size):
         assert read(ours) == read(ladder)
     assert (ours.train_batch_size, ours.max_seq_length) == (budget.batch_size, budget.seq_length)
+
+
+def test_processes_side_by_side_add_their_rates():
+    # One process at a median of 1 s a batch, one at 0.5 s: together 3 batches a second.
+    assert pretrain_throughput.together([[1.0, 1.0, 3.0], [0.5]]) == pytest.approx(1 / 3)
+    args = pretrain_throughput.parse_args(["--model", "miniature"])
+    assert (args.batch_size, args.steps, args.processes) == (32, 30, 1)
+    with pytest.raises(SystemExit):
+        pretrain_throughput.parse_args(["--processes", str(os.cpu_count() + 1)])
 
 
 def test_reports_say_what_they_ran_on():

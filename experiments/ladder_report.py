@@ -339,6 +339,14 @@ def pretraining_baselines(lines: Sequence[dict[str, Any]]) -> dict[str, dict[str
     return baselines
 
 
+def draw_no_context(ax, baselines: dict[str, dict[str, float]], tag: str) -> None:
+    """Each no-context baseline's level of `tag` as a black line on the matplotlib axes."""
+    for (name, scores), style in zip(baselines.items(), (":", "--", "-.")):
+        if tag in scores:
+            ax.axhline(scores[tag], color="black", linestyle=style, linewidth=0.8,
+                       label=f"no context: {name}")
+
+
 def pretraining_table(curves: Sequence[dict[str, Any]],
                       baselines: dict[str, dict[str, float]]) -> str:
     """Each decay branch's last logged pretraining scalars: where every budget's model left
@@ -383,10 +391,7 @@ def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict
                     ax.plot(*zip(*points), color=color, linewidth=1.2 if trunk else 0.8,
                             alpha=1.0 if trunk else 0.6,
                             label=NAMES[objective] if trunk else None)
-        for (name, scores), style in zip(baselines.items(), (":", "--", "-.")):
-            if tag in scores:
-                ax.axhline(scores[tag], color="black", linestyle=style, linewidth=0.8,
-                           label=name)
+        draw_no_context(ax, baselines, tag)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("pretraining FLOPs")

@@ -44,7 +44,7 @@ for path in (REPO, os.path.join(REPO, "experiments")):
 
 import efficiency  # noqa: E402
 import ladder  # noqa: E402
-from ladder_report import NAMES, pretraining_baselines  # noqa: E402
+from ladder_report import NAMES, draw_no_context, pretraining_baselines  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from efficiency import log  # noqa: E402
@@ -139,7 +139,7 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     curves = records.read(os.path.join(results, "curves.jsonl"))
     lengths = sorted({r["pretrain_steps"] for r in pretrain if r.get("finished")})
     name = os.path.basename(os.path.abspath(results))
-    # The ladder's own trunks (peak learning rate 1e-3), judged at the pilot's last step.
+    # The ladder's own trunks (peak learning rate 1e-3), judged at each of the pilot's lengths.
     trunks = os.path.join(os.path.dirname(os.path.abspath(results)), trunks)
     curves += [r for r in records.read(os.path.join(trunks, "curves.jsonl"))
                if r["kind"] == "trunk"]
@@ -218,10 +218,7 @@ def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]],
                         color="tab:blue" if o.objective == "electra" else "tab:orange",
                         label=f"{NAMES[o.objective]} lr {o.learning_rate:g}, "
                               f"warmup {o.warmup}")
-        for (baseline, scores), style in zip(no_context.items(), (":", "--")):
-            if tag in scores:
-                ax.axhline(scores[tag], color="black", linestyle=style, linewidth=0.8,
-                           label=f"no context: {baseline}")
+        draw_no_context(ax, no_context, tag)
         ax.set_xlabel("step")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)

@@ -401,9 +401,7 @@ def side_by_side(args: argparse.Namespace, implementation: str, precision: str
     cpu_count / processes threads (TensorFlow's pools, oneDNN's and torch's), timed together
     once all have warmed up: the arrangement experiments/efficiency.py trains its runs in.
     Returns (each process's step times, the step's description: XLA or attention kernel)."""
-    per_process = str(max(1, (os.cpu_count() or 1) // args.processes))
-    env = {**os.environ, "TF_NUM_INTRAOP_THREADS": per_process,
-           "TF_NUM_INTEROP_THREADS": per_process, "OMP_NUM_THREADS": per_process}
+    env = {**os.environ, **hardware.thread_limits(args.processes)}
     with tempfile.TemporaryDirectory() as barrier:
         command = [sys.executable, os.path.abspath(__file__), "--model", args.model,
                    "--batch_size", str(args.batch_size), "--seq_length", str(args.seq_length),
@@ -556,7 +554,8 @@ def time_rows(args: argparse.Namespace, precisions: Sequence[str], batch: dict[s
         else:
             per_process, detail = side_by_side(args, implementation, precision)
             times = [together(per_process)]
-            name += f", {args.processes} processes x {threads() // args.processes} thread(s)"
+            each = hardware.threads_per_process(args.processes)
+            name += f", {args.processes} processes x {each} thread(s)"
             lines += [f"- step times of {name} {precision}, process {k} (s): "
                       + ", ".join(f"{t:.3f}" for t in process_times)
                       for k, process_times in enumerate(per_process)]
@@ -626,15 +625,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"- batch {args.batch_size} x seq {args.seq_length}; step time = median of "
           f"{args.steps} timed step(s) after 1 warm-up step; dropout on; random weights")
     if args.processes > 1:
-        print(f"- {args.processes} processes side by side, {threads() // args.processes} "
-              "thread(s) each, timed together after all warmed up; a row's step time is one "
-              "batch over their summed rates (each from its median step)")
+        print(f"- {args.processes} processes side by side, "
+              f"{hardware.threads_per_process(args.processes)} thread(s) each, timed together "
+              "after all warmed up; a row's step time is one batch over their summed rates "
+              "(each from its median step)")
     print(f"- electra_tf: run_pretraining's train step (incl. metrics) in host_calls.run_steps, "
           f"default strategy, 1 replica, {xla}, kernels {args.kernels}")
     if attention is not None:
         print(f"- peer: ElectraForMaskedLM + ElectraForPreTraining with tied embeddings, "
               f"attention '{attention}', MLM head at all {args.seq_length} positions, "
-              f"AdamW + clip_grad_norm_(1.0), torch threads {threads() // args.processes}")
+              "AdamW + clip_grad_norm_(1.0), torch threads "
+              f"{hardware.threads_per_process(args.processes)}")
     print("- model GFLOP/step: ELECTRA's matmul FLOPs (MLM head at the masked positions only), "
           "3x forward; executed: what the implementation computes\n")
     print(markdown_table(rows, peak))

@@ -242,6 +242,21 @@ def stderr_without(pattern: Pattern[str]) -> Iterator[None]:
                 os.write(2, "".join(kept).encode())
 
 
+def threads_per_process(processes: int) -> int:
+    """The threads each of `processes` processes side by side gets: the cores shared out."""
+    return max(1, (os.cpu_count() or 1) // processes)
+
+
+def thread_limits(processes: int) -> dict[str, str]:
+    """The environment that limits a process to threads_per_process(processes) threads
+    (TensorFlow's intra- and inter-op pools, OpenMP's for oneDNN), so that `processes` of them
+    side by side do not oversubscribe the cores. Read when TensorFlow starts: set it for a
+    child process."""
+    threads = str(threads_per_process(processes))
+    return {"TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": threads,
+            "OMP_NUM_THREADS": threads}
+
+
 def on_cpu(strategy) -> bool:
     """Whether a tf.distribute strategy computes on CPUs only (the model picks its CPU kernels
     by it)."""

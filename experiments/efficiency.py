@@ -88,10 +88,10 @@ CHILD_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 def share_cores(workers: int) -> None:
     """Limits each run to cpu_count / workers threads (TensorFlow's and oneDNN's pools), so
     that `workers` runs side by side do not oversubscribe the cores."""
+    from electra_tf import hardware
+
     if workers > 1:
-        threads = str(max(1, (os.cpu_count() or 1) // workers))
-        CHILD_ENV.update({"TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": threads,
-                          "OMP_NUM_THREADS": threads})
+        CHILD_ENV.update(hardware.thread_limits(workers))
 
 
 def side_by_side(workers: int, function: Callable[[Any], Any], items: Sequence[Any]) -> list:

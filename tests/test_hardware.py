@@ -127,3 +127,10 @@ def test_importing_electra_tf_first_applies_the_decision_in_tensorflow():
     assert result.returncode == 0, result.stderr[-2000:]
     line = result.stdout.strip().splitlines()[-1]
     assert line.startswith("CPU: ") and "oneDNN o" in line
+
+
+def test_processes_side_by_side_share_the_cores(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert hardware.thread_limits(2) == {"TF_NUM_INTRAOP_THREADS": "4",
+                                         "TF_NUM_INTEROP_THREADS": "4", "OMP_NUM_THREADS": "4"}
+    assert hardware.threads_per_process(16) == 1  # never none

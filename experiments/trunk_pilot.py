@@ -1,15 +1,18 @@
 """Which peak learning rate and warmup train the ladder's trunks, for ELECTRA and for BERT?
 
-  python experiments/trunk_pilot.py --out DIR [--steps 2000] [--workers 2] [--hours H]
-      [--shared_data ../shared/data] [--results DIR] [--report_dir DIR]
+  python experiments/trunk_pilot.py --out DIR [--ladder full|mixed] [--pilot rates|wide]
+      [--steps 2000] [--workers 2] [--hours H] [--shared_data ../shared/data]
+      [--results DIR] [--report_dir DIR]
 
 The ladder's trunks (experiments/ladder.py: peak learning rate 1e-3 after 87 and 95 warmup
 steps, batch 32) stop learning: BERT's masked LM stalls at 17% accuracy and then falls to the
 unigram level after gradient-norm jumps of 13-23x; ELECTRA's discriminator stays at an AUC of
-0.51-0.55. This pilot trains both objectives' trunks (the ladder's model, data, batch and
-seed; a linear warmup, then a constant learning rate) for --steps steps at every setting of
-SETTINGS, two runs side by side on one core each, and applies the rule written before it ran
-(docs/reproduction.md, "The trunk pilot"):
+0.51-0.55. A pilot trains both objectives' trunks (the ladder's data and seed; a linear
+warmup, then a constant learning rate) for --steps steps at every setting of one of PILOTS,
+two runs side by side on one core each, and applies the rule written before it ran
+(docs/reproduction.md, "The trunk pilot"). The `rates` pilot tries two rates at the ladder's
+model and batch; the `wide` pilot, the next step when none learned, a model and batch towards
+ELECTRA-Small's:
 
 - a setting is *stable* when electra_tf.health's gradient-explosion check, replayed over its
   logged curve, never warns (the warning the health monitor gave the ladder's trunks);
@@ -20,12 +23,13 @@ SETTINGS, two runs side by side on one core each, and applies the rule written b
   tuning effort. ELECTRA is judged by its generator, not by the detection AUC, which is high
   while the generator's samples are rare words and falls as they become frequent ones.
 
-Its runs are recorded in --results (default experiments/results/ladder_pilot/, committed):
+Its runs are recorded in --results (default experiments/results/ladder_pilot/, or
+ladder_pilot_mixed/ for --ladder mixed, with _wide appended for --pilot wide; committed):
 pretrain.jsonl and curves.jsonl, as the ladder's; the DIR it shares with the ladder holds the
 data (built by the ladder's data step when missing) and the runs. The table, the curves and
-each objective's choice go to --report_dir/ladder_pilot.md and ladder_pilot.png, redrawn from
-the records alone (`--report_only`), beside the ladder's own trunks (peak learning rate 1e-3)
-judged at the same step from the ladder's records.
+each objective's choice go to --report_dir/NAME.md and NAME.png (NAME: the records' folder),
+redrawn from the records alone (`--report_only`), beside the ladder's own trunks (peak
+learning rate 1e-3) judged at the same step from the ladder's records.
 """
 
 from __future__ import annotations
@@ -43,15 +47,13 @@ for path in (REPO, os.path.join(REPO, "experiments")):
         sys.path.insert(0, path)
 
 import efficiency  # noqa: E402
+import efficiency_plan  # noqa: E402
 import ladder  # noqa: E402
 from ladder_report import NAMES, draw_no_context, pretraining_baselines  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from efficiency import log  # noqa: E402
 
-# (peak learning rate, warmup steps). The ladder's 1e-3 is divided by 3 and by 10; 500 warmup
-# steps are 1.4% of the largest rung's steps, near the original's 10,000 of 1M.
-SETTINGS = ((3e-4, 500), (1e-4, 500))
 LEARNS = 0.20  # masked-LM accuracy: above the 1e-3 trunks' plateau of 0.17-0.18
 # Each ladder's pilot records (experiments/results/...).
 PILOT_RESULTS = {"full": "ladder_pilot", "mixed": "ladder_pilot_mixed"}
@@ -59,18 +61,48 @@ PILOT_RESULTS = {"full": "ladder_pilot", "mixed": "ladder_pilot_mixed"}
 LOG_EVERY = 50
 
 
-def model_name(objective: str, learning_rate: float, warmup: int) -> str:
-    return f"pilot_{objective}_lr{learning_rate:g}_w{warmup}"
+@dataclasses.dataclass(frozen=True)
+class Pilot:
+    """What one pilot trains: the ladder's budget with `shape` replaced (model and batch), at
+    each (peak learning rate, warmup steps) of `settings`."""
+    shape: dict[str, Any]
+    settings: tuple[tuple[float, int], ...]
+    prefix: str  # of its runs' model names
+
+    def budget(self, full: ladder.Ladder, learning_rate: float) -> efficiency_plan.Budget:
+        return dataclasses.replace(full.budget, **self.shape, learning_rate=learning_rate)
 
 
-def jobs(full: ladder.Ladder, data_dir: str) -> list[tuple[ladder.Ladder, ladder.Climb]]:
-    """(the ladder at a setting's learning rate, a climb at its warmup): every objective at
-    every setting, ELECTRA's and BERT's of one setting side by side."""
+PILOTS = {
+    # The ladder's model and batch. Its 1e-3 divided by 3 and by 10; 500 warmup steps are
+    # 1.4% of the largest rung's steps, near the original's 10,000 of 1M.
+    "rates": Pilot({}, ((3e-4, 500), (1e-4, 500)), "pilot"),
+    # Towards ELECTRA-Small (Clark et al. 2020, Table 6: hidden 256, 4 heads, embeddings 128,
+    # generator 1/4, batch 128, peak rate 5e-4) at the ladder's 4 layers: its 2,000 steps see
+    # the sequences of the rates pilot's 8,000.
+    "wide": Pilot({"hidden_size": 256, "num_heads": 4, "batch_size": 128},
+                  ((5e-4, 500),), "pilot_wide"),
+}
+
+
+def model_name(pilot: Pilot, objective: str, learning_rate: float, warmup: int) -> str:
+    return f"{pilot.prefix}_{objective}_lr{learning_rate:g}_w{warmup}"
+
+
+def results_name(pilot: str, ladder_name: str) -> str:
+    """The pilot's records' folder in experiments/results/."""
+    base = PILOT_RESULTS[ladder_name]
+    return base if pilot == "rates" else f"{base}_{pilot}"
+
+
+def jobs(full: ladder.Ladder, pilot: Pilot,
+         data_dir: str) -> list[tuple[ladder.Ladder, ladder.Climb]]:
+    """(the ladder at a setting's model, batch and learning rate, a climb at its warmup):
+    every objective at every setting, ELECTRA's and BERT's of one setting side by side."""
     out = []
-    for learning_rate, warmup in SETTINGS:
-        setting = dataclasses.replace(
-            full, budget=dataclasses.replace(full.budget, learning_rate=learning_rate))
-        for climb in ladder.plan(full, data_dir):
+    for learning_rate, warmup in pilot.settings:
+        setting = dataclasses.replace(full, budget=pilot.budget(full, learning_rate))
+        for climb in ladder.plan(setting, data_dir):
             out.append((setting, dataclasses.replace(climb, warmup_steps=warmup)))
     return out
 
@@ -92,6 +124,8 @@ class Outcome:
     model: str
     learning_rate: float
     warmup: int
+    hidden: int
+    batch: int
     last: dict[str, Any]  # the last logged step's line of curves.jsonl
     jumps: int  # gradient-explosion warnings
 
@@ -114,7 +148,9 @@ def outcomes(pretrain: Sequence[dict[str, Any]], curves: Sequence[dict[str, Any]
                        key=lambda r: r["step"])
         if curve and curve[-1]["step"] == until:
             out.append(Outcome(curve[-1]["objective"], model, hparams["learning_rate"],
-                               hparams["num_warmup_steps"], curve[-1], warnings(curve)))
+                               hparams["num_warmup_steps"],
+                               hparams["model_hparam_overrides"]["hidden_size"],
+                               hparams["train_batch_size"], curve[-1], warnings(curve)))
     return out
 
 
@@ -148,20 +184,20 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     no_context = pretraining_baselines(records.read(os.path.join(trunks, "baseline.jsonl")))
     rows = sorted((o for until in lengths for o in outcomes(pretrain, curves, until)),
                   key=lambda o: (o.last["step"], o.objective, -o.learning_rate, o.warmup))
-    lines = ["| objective | peak learning rate | warmup steps | step | "
-             + " | ".join(label for _, label in SHOWN[:3])
+    lines = ["| objective | hidden | batch | peak learning rate | warmup steps | step | "
+             "sequences | " + " | ".join(label for _, label in SHOWN[:3])
              + " | gradient-norm warnings | stable | learns |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---" * 13 + "|"]
     for o in rows:
         s = o.last["scalars"]
         lines.append(
-            f"| {NAMES[o.objective]} | {o.learning_rate:g} | {o.warmup} | "
-            f"{o.last['step']} | "
+            f"| {NAMES[o.objective]} | {o.hidden} | {o.batch} | {o.learning_rate:g} | "
+            f"{o.warmup} | {o.last['step']} | {o.last['step'] * o.batch:,} | "
             + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in SHOWN[:3])
             + f" | {o.jumps} | {'yes' if o.stable else 'no'} | "
             f"{'yes' if o.learns else 'no'} |")
     for baseline, scores in no_context.items():
-        lines.append(f"| no context: {baseline} | | | | " + " | ".join(
+        lines.append(f"| no context: {baseline} | | | | | | | " + " | ".join(
             f"{scores[tag]:.3f}" if tag in scores else "-" for tag, _ in SHOWN[:3])
             + " | | | |")
     choices = []
@@ -176,9 +212,10 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     files.write_atomically(table, "\n\n".join([
         "# The trunk pilot: results",
         f"Generated by `experiments/trunk_pilot.py` from the records in "
-        f"`experiments/results/{name}` alone. Each row: one trunk (the ladder's model, "
-        "data, batch 32 and seed; linear warmup, then a constant learning rate), its last "
-        "logged step (each value a mean over 50 steps). *Stable*: the health monitor's "
+        f"`experiments/results/{name}` alone. Each row: one trunk (the ladder's data, seed, "
+        "4 layers and generator of 1/4 its width; a linear warmup, then a constant learning "
+        "rate), its last logged step (each value a mean over 50 steps), after as many "
+        "sequences of 128 tokens as its steps times its batch. *Stable*: the health monitor's "
         "gradient-explosion check (a gradient norm above 10x the median of up to 20 intervals "
         "before it), replayed over the curve, never warns. *Learns*: masked-LM accuracy above "
         f"{LEARNS:g} (for ELECTRA its generator's). The rule: "
@@ -236,13 +273,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ladder", default="full", choices=sorted(PILOT_RESULTS),
                         help="whose data and trunks: full (its text by source) or mixed (its "
                              "documents shuffled across the sources)")
+    parser.add_argument("--pilot", default="rates", choices=sorted(PILOTS),
+                        help="rates: two peak learning rates at the ladder's model and batch; "
+                             "wide: hidden 256 at batch 128, towards ELECTRA-Small")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--hours", type=float, default=None)
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--results", default=None,
                         help="default: experiments/results/ladder_pilot (--ladder full) or "
-                             "ladder_pilot_mixed")
+                             "ladder_pilot_mixed, with _wide appended for --pilot wide")
     parser.add_argument("--report_dir", default=os.path.join(REPO, "docs"))
     parser.add_argument("--report_only", action="store_true",
                         help="redraw the report from the records; run nothing")
@@ -257,7 +297,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--workers must be at least 1, got {args.workers}")
     args.out = os.path.abspath(args.out)
     if args.results is None:
-        args.results = os.path.join(REPO, "experiments", "results", PILOT_RESULTS[args.ladder])
+        args.results = os.path.join(REPO, "experiments", "results",
+                                    results_name(args.pilot, args.ladder))
     return args
 
 
@@ -266,15 +307,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     trunks = ladder.LADDERS[args.ladder].results
     if not args.report_only:
         deadline = None if args.hours is None else time.time() + 3600 * args.hours
-        full = ladder.LADDERS[args.ladder]
+        full, pilot = ladder.LADDERS[args.ladder], PILOTS[args.pilot]
         data_dir = ladder.prepare_data(args.out, args.shared_data, full)
         efficiency.share_cores(args.workers)
         sitting = ladder.Sitting(full, data_dir, args.out, ladder.Store(args.results), deadline)
         try:
             efficiency.side_by_side(args.workers, lambda job: ladder.pretrain(
                 dataclasses.replace(sitting, ladder=job[0]), job[1],
-                model_name(job[1].objective, job[0].budget.learning_rate, job[1].warmup_steps),
-                args.steps, 0, "pilot"), jobs(full, data_dir))
+                model_name(pilot, job[1].objective, job[0].budget.learning_rate,
+                           job[1].warmup_steps),
+                args.steps, 0, "pilot"), jobs(full, pilot, data_dir))
             log("the pilot is done")
         except efficiency.Stopped as stopped:
             log(f"stopped ({stopped}); rerun the same command to continue")

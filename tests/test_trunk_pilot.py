@@ -20,10 +20,12 @@ def _curve(model, objective, values, kind="pilot", jump_at=None):
             for i in range(40)]
 
 
-def _run(model, objective, learning_rate, warmup, kind="pilot", steps=2000):
+def _run(model, objective, learning_rate, warmup, kind="pilot", steps=2000, hidden=128,
+         batch=32):
     return {"objective": objective, "model": model, "kind": kind, "pretrain_steps": steps,
             "finished": True, "hparams": {"learning_rate": learning_rate,
-                                          "num_warmup_steps": warmup}}
+                                          "num_warmup_steps": warmup, "train_batch_size": batch,
+                                          "model_hparam_overrides": {"hidden_size": hidden}}}
 
 
 def test_a_jump_is_what_the_health_monitor_warns_at():
@@ -61,7 +63,8 @@ def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_pa
     pytest.importorskip("matplotlib")
     pilot, ladder_results = tmp_path / "results" / "ladder_pilot", tmp_path / "results" / "ladder"
     records.append(str(pilot / "pretrain.jsonl"), [_run("e1", "electra", 1e-4, 500),
-                                                   _run("b1", "mlm", 1e-4, 500)])
+                                                   _run("b1", "mlm", 1e-4, 500, hidden=256,
+                                                        batch=128)])
     records.append(str(pilot / "curves.jsonl"),
                    _curve("e1", "electra", {"masked_lm_accuracy": 0.1, "disc_auc": 0.5})
                    + _curve("b1", "mlm", {"masked_lm_loss": 4.5, "masked_lm_accuracy": 0.25}))
@@ -77,21 +80,45 @@ def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_pa
          "split": "train", "metric": metric, "score": score}
         for metric, score in (("masked_lm_loss", 5.8), ("masked_lm_accuracy", 0.18))])
     # BERT's pilot run continued to step 2050, where it stops learning: judged at both.
-    records.append(str(pilot / "pretrain.jsonl"), [_run("b1", "mlm", 1e-4, 500, steps=2050)])
+    records.append(str(pilot / "pretrain.jsonl"), [_run("b1", "mlm", 1e-4, 500, steps=2050,
+                                                        hidden=256, batch=128)])
     records.append(str(pilot / "curves.jsonl"), [
         {**_curve("b1", "mlm", {})[-1], "step": 2050,
          "scalars": {"masked_lm_loss": 5.9, "masked_lm_accuracy": 0.17, "grad_norm": 1.0}}])
     written = trunk_pilot.write_report(str(pilot), str(tmp_path / "report"), "ladder")
     assert [p.rsplit("/", 1)[1] for p in written] == ["ladder_pilot.md", "ladder_pilot.png"]
     text = (tmp_path / "report" / "ladder_pilot.md").read_text()
-    assert "| BERT (MLM) | 0.001 | 95 | 2000 | 6.600 | 0.050 | - | 0 | yes | no |" in text
-    assert "| ELECTRA | 0.0001 | 500 | 2000 | - | 0.100 | 0.500 | 0 | yes | no |" in text
-    assert "| BERT (MLM) | 0.0001 | 500 | 2050 | 5.900 | 0.170 | - | 0 | yes | no |" in text
-    assert ("| no context: the kept token, else the unigram distribution | | | | 5.800 | 0.180 "
-            "| - | | | |") in text
+    assert ("| BERT (MLM) | 128 | 32 | 0.001 | 95 | 2000 | 64,000 | 6.600 | 0.050 | - | 0 | yes "
+            "| no |") in text
+    assert ("| ELECTRA | 128 | 32 | 0.0001 | 500 | 2000 | 64,000 | - | 0.100 | 0.500 | 0 | yes "
+            "| no |") in text
+    assert ("| BERT (MLM) | 256 | 128 | 0.0001 | 500 | 2050 | 262,400 | 5.900 | 0.170 | - | 0 "
+            "| yes | no |") in text
+    assert ("| no context: the kept token, else the unigram distribution | | | | | | | 5.800 "
+            "| 0.180 | - | | | |") in text
     assert "- at step 2000, ELECTRA: no setting is both stable and learning" in text
     assert "- at step 2000, BERT (MLM): peak learning rate 0.0001, 500 warmup steps" in text
     assert "- at step 2050, BERT (MLM): no setting is both stable and learning" in text
+
+
+def test_the_wide_pilot_trains_both_objectives_at_its_shape_and_rate(tmp_path, monkeypatch):
+    import ladder
+
+    # The FLOPs of a step are counted from the config (no data read but the vocabulary's size).
+    monkeypatch.setattr(ladder.efficiency_plan, "step_flops",
+                        lambda budget, data_dir, objective: 1e9 * budget.hidden_size)
+    wide = trunk_pilot.PILOTS["wide"]
+    runs = trunk_pilot.jobs(ladder.LADDERS["mixed"], wide, str(tmp_path))
+    assert [(setting.budget.hidden_size, setting.budget.num_heads, setting.budget.batch_size,
+             setting.budget.learning_rate, climb.objective, climb.warmup_steps)
+            for setting, climb in runs] == [(256, 4, 128, 5e-4, "electra", 500),
+                                            (256, 4, 128, 5e-4, "mlm", 500)]
+    # Everything else is the ladder's: the layers, the embeddings, the generator, the data.
+    assert runs[0][0].budget.num_layers == ladder.LADDERS["mixed"].budget.num_layers == 4
+    assert runs[0][0].shuffled_corpus
+    assert trunk_pilot.model_name(wide, "mlm", 5e-4, 500) == "pilot_wide_mlm_lr0.0005_w500"
+    assert trunk_pilot.results_name("wide", "mixed") == "ladder_pilot_mixed_wide"
+    assert trunk_pilot.results_name("rates", "full") == "ladder_pilot"
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -301,7 +301,12 @@ class PretrainingMetrics:
     that replicas update in place. Create under the strategy scope.
 
     Every run: loss, grad_norm, and the generator's masked_lm_loss and masked_lm_accuracy
-    (the original's). With replacements: sampled_masked_lm_accuracy (the original's) and
+    (the original's), and masked_lm_accuracy_at_mask: the accuracy at the masked positions
+    the model sees as [MASK]. The original's masked_lm_accuracy also counts the positions that
+    keep their own token (15% of them, `masking.REPLACE_WITH_MASK_PROB`), so a model that
+    copies those and reads no context scores well above the unigram distribution's top-1 share
+    there; at [MASK] it scores that share, and above it only by reading its context
+    (docs/reproduction.md, "What the plateau is"). With replacements: sampled_masked_lm_accuracy (the original's) and
     replaced_fraction (the share of masked positions whose token really changed). Then the
     objective's own (objectives.py: the original's disc_loss, disc_accuracy, disc_precision,
     disc_recall and disc_auc for the detection objectives); adversarial_reward and
@@ -314,11 +319,18 @@ class PretrainingMetrics:
         def correct(predictions, o):
             return tf.cast(tf.equal(predictions, o["masked_lm_ids"]), tf.float32)
 
+        def at_mask(o):
+            shown = tf.gather(o["masked_input_ids"], o["masked_lm_positions"], batch_dims=1)
+            return o["masked_lm_weights"] * tf.cast(tf.equal(shown, model.special.mask),
+                                                    tf.float32)
+
         mean = MetricRule.mean
         rules = {"loss": mean(lambda o: (o["loss"], None)),
                  "masked_lm_loss": mean(lambda o: (o["gen_loss"], None)),
                  "masked_lm_accuracy": mean(lambda o: (correct(o["masked_lm_preds"], o),
-                                                       o["masked_lm_weights"]))}
+                                                       o["masked_lm_weights"])),
+                 "masked_lm_accuracy_at_mask": mean(lambda o: (
+                     correct(o["masked_lm_preds"], o), at_mask(o)))}
         if not model.objective.generator_is_model:
             rules.update({
                 "sampled_masked_lm_accuracy": mean(lambda o: (correct(o["sampled_tokids"], o),

@@ -398,7 +398,8 @@ def test_resuming_checks_the_new_shape_hparams():
 @pytest.mark.parametrize("hparams, present, absent", [
     ({"objective": "electra_15"}, {"disc_loss", "disc_auc", "replaced_fraction"},
      {"replace_mlm_loss"}),
-    ({"objective": "mlm"}, {"masked_lm_loss", "masked_lm_accuracy"},
+    ({"objective": "mlm"}, {"masked_lm_loss", "masked_lm_accuracy",
+                            "masked_lm_accuracy_at_mask"},
      {"disc_loss", "sampled_masked_lm_accuracy"}),
     ({"objective": "replace_mlm"}, {"replace_mlm_loss", "replace_mlm_accuracy",
                                     "replace_mlm_fake_accuracy", "sampled_masked_lm_accuracy"},
@@ -418,6 +419,24 @@ def test_each_objective_evaluates_its_own_metrics(hparams, present, absent):
     assert present <= set(results), present - set(results)
     assert not absent & set(results) and "grad_norm" not in results
     assert all(np.isfinite(v) for v in results.values())
+
+
+def test_accuracy_at_mask_leaves_out_the_positions_that_keep_their_token():
+    """masked_lm_accuracy counts every masked position, as the original's; the one at [MASK]
+    only those shown as [MASK] (a model that reads no context scores the unigram level there)."""
+    metrics = pretraining.PretrainingMetrics(_model(objective="mlm"))
+    mask = pretraining.SpecialIds().mask
+    metrics.update({
+        "loss": tf.constant(1.0), "gen_loss": tf.constant(1.0),
+        # Positions 1 and 3 show [MASK], 2 keeps its token 7; the fourth slot is padding.
+        "masked_input_ids": tf.constant([[101, mask, 7, mask, 9, 102]]),
+        "masked_lm_positions": tf.constant([[1, 2, 3, 0]]),
+        "masked_lm_ids": tf.constant([[5, 7, 8, 0]]),
+        "masked_lm_weights": tf.constant([[1.0, 1.0, 1.0, 0.0]]),
+        "masked_lm_preds": tf.constant([[5, 7, 1, 0]])})
+    results = metrics.results()
+    assert results["masked_lm_accuracy"] == pytest.approx(2 / 3)
+    assert results["masked_lm_accuracy_at_mask"] == pytest.approx(1 / 2)
 
 
 def test_two_stage_first_stage_reports_no_discriminator_metrics():

@@ -16,6 +16,7 @@ from conftest import (TEST_DATA, TINY_MODEL, run_script, usage_error, write_sst_
 from electra_tf.finetuning import pos
 
 SCALARS = {"loss", "masked_lm_loss", "disc_loss", "masked_lm_accuracy",
+           "masked_lm_accuracy_at_mask",
            "sampled_masked_lm_accuracy", "disc_accuracy", "disc_precision", "disc_recall",
            "disc_auc", "replaced_fraction", "learning_rate", "grad_norm", "examples_per_second"}
 

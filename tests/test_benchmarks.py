@@ -11,6 +11,7 @@ from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import pretrain_throughput  # noqa: E402
+import step_profile  # noqa: E402
 
 
 def test_electra_small_step_flops_are_the_documented_ones():
@@ -37,6 +38,47 @@ def test_the_miniature_is_the_reproductions_model():
                  config_lib.PretrainingConfig.resolved_embedding_size):
         assert read(ours) == read(ladder)
     assert (ours.train_batch_size, ours.max_seq_length) == (budget.batch_size, budget.seq_length)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("encoder/layer_0/attention/MatMul:_MklMatMul", "matmul (oneDNN)"),
+    ("gradients/BatchMatMulV2_grad:_MklBatchMatMulV2", "matmul (oneDNN)"),
+    ("dot.2", "matmul (XLA dot)"),
+    ("dropout/StatelessRandomUniformV2:StatelessRandomUniformV2", "random numbers"),
+    ("transpose:_MklTranspose", "layout (transpose, copy)"),
+    ("add_multiply_fusion", "XLA kernels (element-wise, reductions)"),
+    ("reduce-window.1", "XLA kernels (element-wise, reductions)"),
+    ("ThreadpoolListener::StartRegion", "executor, between ops"),
+    ("while/Less:Less", "other TensorFlow ops"),
+])
+def test_the_step_profile_sorts_each_event_by_kind(name, kind):
+    assert step_profile.kind(name) == kind
+
+
+def test_the_step_profile_counts_self_times():
+    """An event's time less the events nested in it; the kinds' and ops' tables per step."""
+    Event = step_profile.Event
+    events = step_profile.self_times([
+        Event("ThreadpoolListener::StartRegion", 0, 100),  # the region holds two ops
+        Event("a/MatMul:_MklMatMul", 10, 50), Event("add_fusion", 70, 20),
+        Event("b/MatMul:_MklMatMul", 200, 30)])  # after the region
+    assert sorted(events) == [("ThreadpoolListener::StartRegion", 30), ("a/MatMul:_MklMatMul", 50),
+                              ("add_fusion", 20), ("b/MatMul:_MklMatMul", 30)]
+    table = step_profile.tables([(n, t * 10**9) for n, t in events], steps=2, top=2)
+    assert "| matmul (oneDNN) | 40.0 | 61.5% |" in table
+    assert "| executor, between ops | 15.0 | 23.1% |" in table
+    assert "| _MklMatMul | 40.0 | 61.5% | 1 |" in table
+    assert "add_fusion" not in table.split("| op")[1]  # only the top 2 ops
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--steps", "0"], "--steps and --top must be positive"),
+    (["--processes", "99"], "--processes must be between 1 and the"),
+])
+def test_the_step_profile_refuses_bad_flags(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        step_profile.parse_args(flags)
+    assert message in capsys.readouterr().err
 
 
 def test_processes_side_by_side_add_their_rates():

@@ -1,0 +1,171 @@
+"""Where one pretraining step's time goes: TensorFlow's profiler over a few steps of
+run_pretraining.py's train step (the one benchmarks/pretrain_throughput.py times), its op events
+summed by kind.
+
+Run from the repository root, on an otherwise idle machine:
+
+  python benchmarks/step_profile.py                    # the miniature at batch 32, all cores
+  python benchmarks/step_profile.py --processes 2      # the threads one of 2 side-by-side runs gets
+  python benchmarks/step_profile.py --model small      # ELECTRA-Small at batch 128
+
+It times --steps steps without the profiler, then profiles as many, and reads the trace
+(an XSpace: tensorboard --logdir OUT shows it with the profile plugin). Every op event of
+TensorFlow's executor threads counts with its self time (its duration less the events nested in
+it), summed by KINDS: oneDNN's matmuls, XLA's compiled kernels (the fused element-wise tails
+and reductions, the `kernels: fused` path), random numbers (dropout's masks, the masking), layout
+ops, and the executor's own time between ops. With intra-op threads an op's event lasts its wall
+time on all of them; with inter-op threads events overlap, so the sum can exceed the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import re
+import sys
+import tempfile
+import time
+from typing import Iterable, NamedTuple, Sequence
+
+# An op event's kind: the first pattern its name matches (TensorFlow's op events are named
+# "name:Type"; XLA's compiled kernels by their lower-case HLO names; the executor's own events
+# "Class::Method").
+KINDS = (
+    ("matmul (oneDNN)", re.compile(r":_?(Mkl)?(Fused)?(Batch)?MatMul")),
+    ("matmul (XLA dot)", re.compile(r"^dot(\.\d+)?$")),
+    ("random numbers", re.compile(r"Random|^rng")),
+    ("layout (transpose, copy)", re.compile(r"Transpose|^transpose|^copy")),
+    ("softmax (oneDNN)", re.compile(r"Softmax")),
+    ("XLA kernels (element-wise, reductions)", re.compile(r"^[a-z][a-z0-9_.\-]*$")),
+    ("executor, between ops", re.compile(r"::")),
+    ("other TensorFlow ops", re.compile(r"")),
+)
+EXECUTOR_LINES = "tf_Compute"  # the trace lines of TensorFlow's executor threads
+
+
+class Event(NamedTuple):
+    name: str
+    start: int  # picoseconds
+    duration: int
+
+
+def kind(name: str) -> str:
+    return next(label for label, pattern in KINDS if pattern.search(name))
+
+
+def self_times(events: Iterable[Event]) -> list[tuple[str, int]]:
+    """(name, self time) of the events of one thread's line: an event nested in another (it
+    starts before the other ends) is subtracted from it."""
+    ordered = sorted(events, key=lambda e: (e.start, -e.duration))
+    own = [e.duration for e in ordered]
+    open_events: list[int] = []
+    for i, event in enumerate(ordered):
+        while open_events and (ordered[open_events[-1]].start
+                               + ordered[open_events[-1]].duration <= event.start):
+            open_events.pop()
+        if open_events:
+            own[open_events[-1]] -= event.duration
+        open_events.append(i)
+    return [(e.name, t) for e, t in zip(ordered, own)]
+
+
+def read_trace(directory: str) -> list[tuple[str, int]]:
+    """(name, self time in ps) of every op event on the executor threads of the newest
+    profile in `directory`."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    paths = sorted(glob.glob(os.path.join(directory, "plugins", "profile", "*", "*.xplane.pb")))
+    if not paths:
+        raise FileNotFoundError(f"no profile (*.xplane.pb) under {directory}")
+    space = xplane_pb2.XSpace()
+    with open(paths[-1], "rb") as f:
+        space.ParseFromString(f.read())
+    out = []
+    for plane in space.planes:
+        names = plane.event_metadata
+        for line in plane.lines:
+            if line.name.startswith(EXECUTOR_LINES):
+                out += self_times(Event(names[e.metadata_id].name, e.offset_ps, e.duration_ps)
+                                  for e in line.events)
+    return out
+
+
+def tables(events: Sequence[tuple[str, int]], steps: int, top: int) -> str:
+    """The kinds' and the top ops' milliseconds per step, as Markdown."""
+    total = sum(t for _, t in events) or 1
+    by_kind, by_op, count = collections.Counter(), collections.Counter(), collections.Counter()
+    for name, t in events:
+        op = name if "::" in name else name.split(":")[-1]  # an op's type, or the event
+        by_kind[kind(name)] += t
+        by_op[op] += t
+        count[op] += 1
+    lines = ["| kind | ms per step | share |", "|---|---|---|"]
+    lines += [f"| {label} | {by_kind[label] / steps / 1e9:.1f} | "
+              f"{100 * by_kind[label] / total:.1f}% |" for label, _ in KINDS if by_kind[label]]
+    lines += ["", "| op (type, or XLA kernel) | ms per step | share | events per step |",
+              "|---|---|---|---|"]
+    lines += [f"| {op} | {t / steps / 1e9:.1f} | {100 * t / total:.1f}% | "
+              f"{count[op] / steps:g} |" for op, t in by_op.most_common(top)]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="miniature", choices=("miniature", "small"))
+    parser.add_argument("--batch_size", type=int, default=None,
+                        help="default: 32 for miniature, 128 for small")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="profile with the threads one of this many processes side by side "
+                             "gets (hardware.thread_limits), as the experiments train")
+    parser.add_argument("--kernels", default="auto", choices=("auto", "fused", "reference"))
+    parser.add_argument("--top", type=int, default=15, help="ops listed")
+    parser.add_argument("--out", default=None, help="keep the trace here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if min(args.steps, args.top) < 1:
+        parser.error("--steps and --top must be positive")
+    if not 1 <= args.processes <= (os.cpu_count() or 1):
+        parser.error(f"--processes must be between 1 and the {os.cpu_count()} CPUs, "
+                     f"got {args.processes}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    load = os.getloadavg()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from electra_tf import hardware
+
+    import pretrain_throughput as bench
+    import tensorflow as tf
+
+    threads = hardware.threads_per_process(args.processes)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)  # before the first op
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+    batch_size = args.batch_size or bench.BATCH_SIZES[args.model]
+    config = bench.model_config(args.model, batch_size, 128, "float32", kernels=args.kernels)
+    step, _, detail = bench.make_electra_tf_step(config, bench.random_batch(batch_size, 128))
+    bench.progress("tracing and warming up")
+    plain = bench.time_calls(step, warmup=2, reps=args.steps)
+    out = args.out or tempfile.mkdtemp(prefix="step_profile_")
+    tf.profiler.experimental.start(out)
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    profiled = (time.perf_counter() - start) / args.steps
+    tf.profiler.experimental.stop()
+    print("\n".join([
+        f"# Where a pretraining step goes: {args.model}, batch {batch_size} x seq 128, float32",
+        "", *bench.machine_report(load),
+        f"- {threads} thread(s) (as one of {args.processes} process(es) side by side), "
+        f"kernels {config.kernels}, {detail}",
+        f"- step: {min(plain):.3f} s (best of {args.steps}), {profiled:.3f} s under the "
+        f"profiler (mean of {args.steps}); the trace: {out}", "",
+        tables(read_trace(out), args.steps, args.top)]))
+
+
+if __name__ == "__main__":
+    main()

@@ -583,14 +583,19 @@ def record_unigram_baseline(store: Store, data_dir: str, max_seq_length: int) ->
       REPLACE_WITH_MASK_PROB), which it copies (probability 1, loss 0), and predicts the
       unigram distribution at the [MASK]s. Measured over the whole text with
       electra_tf.masking.mask itself (its duplicated draws included) at the runs' mask_prob
-      and max_predictions_per_seq (the config's defaults at max_seq_length)."""
+      and max_predictions_per_seq (the config's defaults at max_seq_length).
+
+Both also get masked_lm_accuracy_at_mask, the training metric over the [MASK]s alone: the
+unigram distribution's top-1 share for either, the level a masked LM leaves only by reading
+its context."""
     import numpy as np
     import tensorflow as tf
     from electra_tf import config as config_lib
     from electra_tf import data, masking
     from electra_tf.tokenization import read_vocab
 
-    if store.has("baseline", task="pretraining", baseline=KEPT_OR_UNIGRAM):
+    if store.has("baseline", task="pretraining", baseline=KEPT_OR_UNIGRAM,
+                 metric="masked_lm_accuracy_at_mask"):
         return
     vocab_file = os.path.join(data_dir, "vocab.txt")
     vocab = read_vocab(vocab_file)
@@ -619,9 +624,12 @@ def record_unigram_baseline(store: Store, data_dir: str, max_seq_length: int) ->
         unigram_loss += float((-np.log(np.maximum(p[labels], 1e-30)) * at_mask).sum())
         unigram_correct += float(((labels == p.argmax()) * at_mask).sum())
     scores = {UNIGRAM: {"masked_lm_loss": float(-(seen * np.log(seen)).sum()),
-                        "masked_lm_accuracy": float(seen.max())},
+                        "masked_lm_accuracy": float(seen.max()),
+                        "masked_lm_accuracy_at_mask": float(seen.max())},
               KEPT_OR_UNIGRAM: {"masked_lm_loss": unigram_loss / weight,
-                                "masked_lm_accuracy": (kept + unigram_correct) / weight}}
+                                "masked_lm_accuracy": (kept + unigram_correct) / weight,
+                                "masked_lm_accuracy_at_mask":
+                                    unigram_correct / (weight - kept)}}
     store.append("baseline", [
         {"task": "pretraining", "baseline": name, "split": "train", "metric": metric,
          "score": score, "tokens": int(counts.sum())}

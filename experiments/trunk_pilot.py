@@ -163,7 +163,9 @@ def choose(rows: Sequence[Outcome], objective: str) -> Outcome | None:
 # ----------------------------------------------------------------------------- the report
 
 SHOWN = (("masked_lm_loss", "masked-LM loss"), ("masked_lm_accuracy", "masked-LM accuracy"),
+         ("masked_lm_accuracy_at_mask", "masked-LM accuracy at [MASK]"),
          ("disc_auc", "detection AUC"), ("grad_norm", "gradient norm"))
+TABLE = SHOWN[:-1]  # the gradient norm is plotted only
 
 
 def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
@@ -185,20 +187,20 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     rows = sorted((o for until in lengths for o in outcomes(pretrain, curves, until)),
                   key=lambda o: (o.last["step"], o.objective, -o.learning_rate, o.warmup))
     lines = ["| objective | hidden | batch | peak learning rate | warmup steps | step | "
-             "sequences | " + " | ".join(label for _, label in SHOWN[:3])
+             "sequences | " + " | ".join(label for _, label in TABLE)
              + " | gradient-norm warnings | stable | learns |",
-             "|---" * 13 + "|"]
+             "|---" * (10 + len(TABLE)) + "|"]
     for o in rows:
         s = o.last["scalars"]
         lines.append(
             f"| {NAMES[o.objective]} | {o.hidden} | {o.batch} | {o.learning_rate:g} | "
             f"{o.warmup} | {o.last['step']} | {o.last['step'] * o.batch:,} | "
-            + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in SHOWN[:3])
+            + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in TABLE)
             + f" | {o.jumps} | {'yes' if o.stable else 'no'} | "
             f"{'yes' if o.learns else 'no'} |")
     for baseline, scores in no_context.items():
         lines.append(f"| no context: {baseline} | | | | | | | " + " | ".join(
-            f"{scores[tag]:.3f}" if tag in scores else "-" for tag, _ in SHOWN[:3])
+            f"{scores[tag]:.3f}" if tag in scores else "-" for tag, _ in TABLE)
             + " | | | |")
     choices = []
     for until in lengths:
@@ -218,7 +220,9 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
         "sequences of 128 tokens as its steps times its batch. *Stable*: the health monitor's "
         "gradient-explosion check (a gradient norm above 10x the median of up to 20 intervals "
         "before it), replayed over the curve, never warns. *Learns*: masked-LM accuracy above "
-        f"{LEARNS:g} (for ELECTRA its generator's). The rule: "
+        f"{LEARNS:g} (for ELECTRA its generator's); *at [MASK]*: the same over the masked "
+        "positions shown as [MASK] alone ('-' where a run did not log it). "
+        "The rule: "
         "docs/reproduction.md, \"The trunk pilot\". The no-context rows (the ladder's "
         "baseline.jsonl) are two masked LMs that read no context: the unigram distribution at "
         "every masked position, and what such a model scores in these training metrics, "
@@ -242,7 +246,7 @@ def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]],
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(SHOWN), figsize=(14, 3.6))
+    fig, axes = plt.subplots(1, len(SHOWN), figsize=(17, 3.6))
     styles = ("-", "--", ":", "-.")
     settings = sorted({(o.learning_rate, o.warmup) for o in rows}, reverse=True)
     for ax, (tag, label) in zip(axes, SHOWN):

@@ -339,7 +339,7 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
     ladder.record_unigram_baseline(store, str(data), 8)
     ladder.record_unigram_baseline(store, str(data), 8)  # a rerun appends nothing
     scores = ladder_report.pretraining_baselines(store.read("baseline"))
-    assert len(store.read("baseline")) == 4
+    assert len(store.read("baseline")) == 6
     unigram = scores[ladder.UNIGRAM]
     assert unigram["masked_lm_accuracy"] == pytest.approx(0.8)
     assert unigram["masked_lm_loss"] == pytest.approx(-(0.8 * math.log(0.8)
@@ -352,6 +352,15 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
     assert kept["masked_lm_accuracy"] == pytest.approx(1 - MASKED + MASKED * 5 / 6, abs=0.03)
     assert kept["masked_lm_loss"] == pytest.approx(
         MASKED * (5 / 6 * -math.log(0.8) + 1 / 6 * -math.log(0.2)), abs=0.03)
+    # At the [MASK]s alone both are the unigram distribution, right when it hides an a.
+    assert unigram["masked_lm_accuracy_at_mask"] == pytest.approx(0.8)
+    assert kept["masked_lm_accuracy_at_mask"] == pytest.approx(5 / 6, abs=0.04)
+    # Records of the two first metrics alone (before the third was measured) get the third.
+    first = [r for r in store.read("baseline") if r["metric"] != "masked_lm_accuracy_at_mask"]
+    older = ladder.Store(str(tmp_path / "older"))
+    older.append("baseline", first)
+    ladder.record_unigram_baseline(older, str(data), 8)
+    assert sorted(older.read("baseline"), key=str) == sorted(store.read("baseline"), key=str)
 
 
 def test_finetune_and_probe_lines_carry_every_field():

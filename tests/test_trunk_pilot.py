@@ -78,24 +78,26 @@ def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_pa
     records.append(str(ladder_results / "baseline.jsonl"), [
         {"task": "pretraining", "baseline": "the kept token, else the unigram distribution",
          "split": "train", "metric": metric, "score": score}
-        for metric, score in (("masked_lm_loss", 5.8), ("masked_lm_accuracy", 0.18))])
+        for metric, score in (("masked_lm_loss", 5.8), ("masked_lm_accuracy", 0.18),
+                              ("masked_lm_accuracy_at_mask", 0.05))])
     # BERT's pilot run continued to step 2050, where it stops learning: judged at both.
     records.append(str(pilot / "pretrain.jsonl"), [_run("b1", "mlm", 1e-4, 500, steps=2050,
                                                         hidden=256, batch=128)])
     records.append(str(pilot / "curves.jsonl"), [
         {**_curve("b1", "mlm", {})[-1], "step": 2050,
-         "scalars": {"masked_lm_loss": 5.9, "masked_lm_accuracy": 0.17, "grad_norm": 1.0}}])
+         "scalars": {"masked_lm_loss": 5.9, "masked_lm_accuracy": 0.17,
+                     "masked_lm_accuracy_at_mask": 0.06, "grad_norm": 1.0}}])
     written = trunk_pilot.write_report(str(pilot), str(tmp_path / "report"), "ladder")
     assert [p.rsplit("/", 1)[1] for p in written] == ["ladder_pilot.md", "ladder_pilot.png"]
     text = (tmp_path / "report" / "ladder_pilot.md").read_text()
-    assert ("| BERT (MLM) | 128 | 32 | 0.001 | 95 | 2000 | 64,000 | 6.600 | 0.050 | - | 0 | yes "
-            "| no |") in text
-    assert ("| ELECTRA | 128 | 32 | 0.0001 | 500 | 2000 | 64,000 | - | 0.100 | 0.500 | 0 | yes "
-            "| no |") in text
-    assert ("| BERT (MLM) | 256 | 128 | 0.0001 | 500 | 2050 | 262,400 | 5.900 | 0.170 | - | 0 "
+    assert ("| BERT (MLM) | 128 | 32 | 0.001 | 95 | 2000 | 64,000 | 6.600 | 0.050 | - | - | 0 "
             "| yes | no |") in text
+    assert ("| ELECTRA | 128 | 32 | 0.0001 | 500 | 2000 | 64,000 | - | 0.100 | - | 0.500 | 0 "
+            "| yes | no |") in text
+    assert ("| BERT (MLM) | 256 | 128 | 0.0001 | 500 | 2050 | 262,400 | 5.900 | 0.170 | 0.060 | - "
+            "| 0 | yes | no |") in text
     assert ("| no context: the kept token, else the unigram distribution | | | | | | | 5.800 "
-            "| 0.180 | - | | | |") in text
+            "| 0.180 | 0.050 | - | | | |") in text
     assert "- at step 2000, ELECTRA: no setting is both stable and learning" in text
     assert "- at step 2000, BERT (MLM): peak learning rate 0.0001, 500 warmup steps" in text
     assert "- at step 2050, BERT (MLM): no setting is both stable and learning" in text

@@ -154,6 +154,20 @@ def outcomes(pretrain: Sequence[dict[str, Any]], curves: Sequence[dict[str, Any]
     return out
 
 
+def in_progress(pretrain: Sequence[dict[str, Any]],
+                curves: Sequence[dict[str, Any]]) -> list[Outcome]:
+    """The pilot's trunks whose longest run has not finished (a sitting stopped it), each at
+    its last logged step: shown, not judged."""
+    out = []
+    for model in sorted({r["model"] for r in pretrain if r["kind"] == "pilot"}):
+        runs = [r for r in pretrain if r["model"] == model]
+        target = max(r["pretrain_steps"] for r in runs)
+        steps = [r["step"] for r in curves if r["model"] == model]
+        if steps and not any(r.get("finished") and r["pretrain_steps"] == target for r in runs):
+            out += [o for o in outcomes(pretrain, curves, max(steps)) if o.model == model]
+    return out
+
+
 def choose(rows: Sequence[Outcome], objective: str) -> Outcome | None:
     """The objective's stable setting that learns best, or None."""
     fit = [o for o in rows if o.objective == objective and o.stable and o.learns]
@@ -186,18 +200,12 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     no_context = pretraining_baselines(records.read(os.path.join(trunks, "baseline.jsonl")))
     rows = sorted((o for until in lengths for o in outcomes(pretrain, curves, until)),
                   key=lambda o: (o.last["step"], o.objective, -o.learning_rate, o.warmup))
-    lines = ["| objective | hidden | batch | peak learning rate | warmup steps | step | "
-             "sequences | " + " | ".join(label for _, label in TABLE)
-             + " | gradient-norm warnings | stable | learns |",
-             "|---" * (10 + len(TABLE)) + "|"]
-    for o in rows:
-        s = o.last["scalars"]
-        lines.append(
-            f"| {NAMES[o.objective]} | {o.hidden} | {o.batch} | {o.learning_rate:g} | "
-            f"{o.warmup} | {o.last['step']} | {o.last['step'] * o.batch:,} | "
-            + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in TABLE)
-            + f" | {o.jumps} | {'yes' if o.stable else 'no'} | "
-            f"{'yes' if o.learns else 'no'} |")
+    running = in_progress(pretrain, curves)
+    head = ("| objective | hidden | batch | peak learning rate | warmup steps | step | "
+            "sequences | " + " | ".join(label for _, label in TABLE) + " | gradient-norm warnings")
+    lines = [head + " | stable | learns |", "|---" * (10 + len(TABLE)) + "|"]
+    lines += [_row(o) + f" | {'yes' if o.stable else 'no'} | {'yes' if o.learns else 'no'} |"
+              for o in rows]
     for baseline, scores in no_context.items():
         lines.append(f"| no context: {baseline} | | | | | | | " + " | ".join(
             f"{scores[tag]:.3f}" if tag in scores else "-" for tag, _ in TABLE)
@@ -228,28 +236,45 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
         "every masked position, and what such a model scores in these training metrics, "
         "where 15% of the masked positions show their own token and it copies them. A trunk "
         "uses its context only where it does better than the second.",
-        "\n".join(lines), "## Each objective's choice\n\n" + "\n".join(choices)]) + "\n")
+        "\n".join(lines), "## Each objective's choice\n\n" + "\n".join(choices),
+        *(["## Still running (stopped at the end of a sitting; not judged)\n\n"
+           + "\n".join([head + " |", "|---" * (8 + len(TABLE)) + "|"]
+                       + [_row(o) + " |" for o in running])] if running else [])]) + "\n")
     written = [table]
-    if rows:
+    if rows or running:
         figure = os.path.join(report_dir, f"{name}.png")
-        one_per_model = list({o.model: o for o in rows}.values())  # each judged last
+        one_per_model = list({o.model: o for o in [*rows, *running]}.values())  # each last
         plot(one_per_model, curves, no_context, figure)
         written.append(figure)
     return written
 
 
+def _row(o: Outcome) -> str:
+    """A trunk's table row up to its gradient-norm warnings."""
+    s = o.last["scalars"]
+    return (f"| {NAMES[o.objective]} | {o.hidden} | {o.batch} | {o.learning_rate:g} | "
+            f"{o.warmup} | {o.last['step']} | {o.last['step'] * o.batch:,} | "
+            + " | ".join(f"{s[tag]:.3f}" if tag in s else "-" for tag, _ in TABLE)
+            + f" | {o.jumps}")
+
+
 def plot(rows: Sequence[Outcome], curves: Sequence[dict[str, Any]],
          no_context: dict[str, dict[str, float]], path: str) -> None:
-    """Each trunk's whole curve (one line per model), the no-context levels in black."""
+    """Each trunk's whole curve (one line per model), the no-context levels in black: a panel
+    for each scalar of SHOWN that some trunk logged."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(SHOWN), figsize=(17, 3.6))
+    models = {o.model for o in rows}
+    shown = [(tag, label) for tag, label in SHOWN
+             if any(tag in r["scalars"] for r in curves if r["model"] in models)]
+    fig, axes = plt.subplots(1, len(shown), figsize=(3.5 * len(shown), 3.6), squeeze=False)
+    axes = axes[0]
     styles = ("-", "--", ":", "-.")
     settings = sorted({(o.learning_rate, o.warmup) for o in rows}, reverse=True)
-    for ax, (tag, label) in zip(axes, SHOWN):
+    for ax, (tag, label) in zip(axes, shown):
         for o in rows:
             points = sorted((r["step"], r["scalars"][tag]) for r in curves
                             if r["model"] == o.model and tag in r["scalars"])

@@ -21,9 +21,9 @@ def _curve(model, objective, values, kind="pilot", jump_at=None):
 
 
 def _run(model, objective, learning_rate, warmup, kind="pilot", steps=2000, hidden=128,
-         batch=32):
+         batch=32, finished=True):
     return {"objective": objective, "model": model, "kind": kind, "pretrain_steps": steps,
-            "finished": True, "hparams": {"learning_rate": learning_rate,
+            "finished": finished, "hparams": {"learning_rate": learning_rate,
                                           "num_warmup_steps": warmup, "train_batch_size": batch,
                                           "model_hparam_overrides": {"hidden_size": hidden}}}
 
@@ -87,6 +87,11 @@ def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_pa
         {**_curve("b1", "mlm", {})[-1], "step": 2050,
          "scalars": {"masked_lm_loss": 5.9, "masked_lm_accuracy": 0.17,
                      "masked_lm_accuracy_at_mask": 0.06, "grad_norm": 1.0}}])
+    # A run a sitting stopped at step 600 of 2000: shown, not judged.
+    records.append(str(pilot / "pretrain.jsonl"), [_run("w", "electra", 5e-4, 500, hidden=256,
+                                                        batch=128, finished=False)])
+    records.append(str(pilot / "curves.jsonl"), _curve(
+        "w", "electra", {"masked_lm_loss": 6.1, "masked_lm_accuracy": 0.15})[:12])
     written = trunk_pilot.write_report(str(pilot), str(tmp_path / "report"), "ladder")
     assert [p.rsplit("/", 1)[1] for p in written] == ["ladder_pilot.md", "ladder_pilot.png"]
     text = (tmp_path / "report" / "ladder_pilot.md").read_text()
@@ -101,6 +106,10 @@ def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_pa
     assert "- at step 2000, ELECTRA: no setting is both stable and learning" in text
     assert "- at step 2000, BERT (MLM): peak learning rate 0.0001, 500 warmup steps" in text
     assert "- at step 2050, BERT (MLM): no setting is both stable and learning" in text
+    running = text.split("## Still running")[1]
+    assert ("| ELECTRA | 256 | 128 | 0.0005 | 500 | 600 | 76,800 | 6.100 | 0.150 | - | - | 0 |"
+            in running)
+    assert "| 0.0005 |" not in text.split("## Still running")[0]
 
 
 def test_the_wide_pilot_trains_both_objectives_at_its_shape_and_rate(tmp_path, monkeypatch):

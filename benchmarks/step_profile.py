@@ -43,6 +43,9 @@ KINDS = (
     ("other TensorFlow ops", re.compile(r"")),
 )
 EXECUTOR_LINES = "tf_Compute"  # the trace lines of TensorFlow's executor threads
+# Events an op's kernel opens inside itself (its work shared out over the intra-op threads):
+# their time stays the op's.
+INSIDE_AN_OP = ("ParallelFor",)
 
 
 class Event(NamedTuple):
@@ -57,8 +60,10 @@ def kind(name: str) -> str:
 
 def self_times(events: Iterable[Event]) -> list[tuple[str, int]]:
     """(name, self time) of the events of one thread's line: an event nested in another (it
-    starts before the other ends) is subtracted from it."""
-    ordered = sorted(events, key=lambda e: (e.start, -e.duration))
+    starts before the other ends) is subtracted from it, except the INSIDE_AN_OP ones, left
+    out with their time in the op's."""
+    ordered = sorted((e for e in events if e.name not in INSIDE_AN_OP),
+                     key=lambda e: (e.start, -e.duration))
     own = [e.duration for e in ordered]
     open_events: list[int] = []
     for i, event in enumerate(ordered):

@@ -61,7 +61,8 @@ def test_the_step_profile_counts_self_times():
     events = step_profile.self_times([
         Event("ThreadpoolListener::StartRegion", 0, 100),  # the region holds two ops
         Event("a/MatMul:_MklMatMul", 10, 50), Event("add_fusion", 70, 20),
-        Event("b/MatMul:_MklMatMul", 200, 30)])  # after the region
+        Event("b/MatMul:_MklMatMul", 200, 30),  # after the region
+        Event("ParallelFor", 205, 20)])  # the matmul's work on its threads: the matmul's
     assert sorted(events) == [("ThreadpoolListener::StartRegion", 30), ("a/MatMul:_MklMatMul", 50),
                               ("add_fusion", 20), ("b/MatMul:_MklMatMul", 30)]
     table = step_profile.tables([(n, t * 10**9) for n, t in events], steps=2, top=2)

@@ -585,9 +585,9 @@ def record_unigram_baseline(store: Store, data_dir: str, max_seq_length: int) ->
       electra_tf.masking.mask itself (its duplicated draws included) at the runs' mask_prob
       and max_predictions_per_seq (the config's defaults at max_seq_length).
 
-Both also get masked_lm_accuracy_at_mask, the training metric over the [MASK]s alone: the
-unigram distribution's top-1 share for either, the level a masked LM leaves only by reading
-its context."""
+    Both also get masked_lm_accuracy_at_mask, the training metric over the [MASK]s alone: the
+    unigram distribution's top-1 share for either, the level a masked LM leaves only by
+    reading its context."""
     import numpy as np
     import tensorflow as tf
     from electra_tf import config as config_lib

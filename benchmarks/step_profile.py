@@ -24,7 +24,6 @@ import collections
 import glob
 import os
 import re
-import sys
 import tempfile
 import time
 from typing import Iterable, NamedTuple, Sequence
@@ -140,11 +139,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     load = os.getloadavg()
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from electra_tf import hardware
-
-    import pretrain_throughput as bench
+    import pretrain_throughput as bench  # puts the repository on the path, imports electra_tf
     import tensorflow as tf
+    from electra_tf import hardware
 
     threads = hardware.threads_per_process(args.processes)
     tf.config.threading.set_intra_op_parallelism_threads(threads)  # before the first op

@@ -15,7 +15,9 @@ from pretrain_data.build_vocab import learn_vocab
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     directory = tmp_path_factory.mktemp("corpus")
-    text = (SAMPLE / "corpus" / "enwiki_sample.txt").read_text(encoding="utf-8")[:250000]
+    # 100,000 characters: enough words seen 10 times for 600-700 tokens; the learner's time
+    # grows with the distinct words.
+    text = (SAMPLE / "corpus" / "enwiki_sample.txt").read_text(encoding="utf-8")[:100000]
     (directory / "a.txt").write_text(text, encoding="utf-8")
     return directory
 

@@ -213,10 +213,12 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     choices = []
     for until in lengths:
         for objective in ("electra", "mlm"):
-            chosen = choose([o for o in rows if o.last["step"] == until], objective)
+            judged = [o for o in rows if o.last["step"] == until and o.objective == objective]
+            chosen = choose(judged, objective)
             choices.append(f"- at step {until}, {NAMES[objective]}: " + (
                 f"peak learning rate {chosen.learning_rate:g}, {chosen.warmup} warmup steps"
-                if chosen else "no setting is both stable and learning"))
+                if chosen else "no setting is both stable and learning" if judged
+                else "no run has reached this step"))
     os.makedirs(report_dir, exist_ok=True)
     table = os.path.join(report_dir, f"{name}.md")
     files.write_atomically(table, "\n\n".join([

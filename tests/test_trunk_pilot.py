@@ -106,6 +106,7 @@ def test_the_report_is_redrawn_from_the_records_beside_the_ladders_trunks(tmp_pa
     assert "- at step 2000, ELECTRA: no setting is both stable and learning" in text
     assert "- at step 2000, BERT (MLM): peak learning rate 0.0001, 500 warmup steps" in text
     assert "- at step 2050, BERT (MLM): no setting is both stable and learning" in text
+    assert "- at step 2050, ELECTRA: no run has reached this step" in text
     running = text.split("## Still running")[1]
     assert ("| ELECTRA | 256 | 128 | 0.0005 | 500 | 600 | 76,800 | 6.100 | 0.150 | - | - | 0 |"
             in running)

@@ -54,6 +54,7 @@ def test_counted_matmuls_are_the_pretraining_forward_pass(case):
     config = tiny_config(vocab_size=VOCAB, **PRETRAINING_CASES[case])
     model = pretraining.PretrainingModel(config, pretraining.SpecialIds(),
                                          tf.random.Generator.from_seed(1))
+    model.build()  # here, not in the trace: variables made in a trace make TensorFlow trace twice
     features = _features(config.train_batch_size, config.max_seq_length)
     forward = tf.function(lambda f: model(f, training=True)["loss"])
     graph = forward.get_concrete_function(features).graph

@@ -409,7 +409,7 @@ def _heads_model():
 
 
 def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_path):
-    from conftest import run_script, tiny_config
+    from conftest import tiny_config, usage_error
     disc = _heads_model()
     checkpoints.write_tf1_checkpoint(str(tmp_path / "a" / "model.ckpt-1"), disc)
     inputs = _inputs(1)
@@ -427,11 +427,11 @@ def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_
                                atol=1e-5)
     vocab = BERT_VOCAB.read_text().splitlines()[:120]  # the model's 120 tokens
     (tmp_path / "a" / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    result = run_script("convert_checkpoint.py", f"--input={tmp_path / 'a'}",
-                        f"--output={tmp_path / 'hf'}", "--to=hf",
-                        expect_failure=True)
-    assert result.returncode != 0 and "give num_attention_heads" in result.stderr
+    import convert_checkpoint
     from convert_checkpoint import convert
+
+    assert "give num_attention_heads" in usage_error(
+        convert_checkpoint, f"--input={tmp_path / 'a'}", f"--output={tmp_path / 'hf'}", "--to=hf")
     convert(str(tmp_path / "a"), str(tmp_path / "hf"), "hf", num_attention_heads=4)
     assert json.loads((tmp_path / "hf" / "discriminator" / "config.json").read_text())[
         "num_attention_heads"] == 4
@@ -521,15 +521,15 @@ def test_every_export_of_a_run_carries_a_tokenizer_transformers_loads(tmp_path):
 
 
 def test_an_export_without_a_vocabulary_fails_clearly(tmp_path):
-    from conftest import run_script
+    import convert_checkpoint
+    from conftest import usage_error
+    from convert_checkpoint import convert
+
     data_dir, model_dir, _ = _run_output(tmp_path)
     os.remove(data_dir / "vocab.txt")
-    result = run_script("convert_checkpoint.py", f"--input={model_dir}",
-                        f"--output={tmp_path / 'hf'}", "--to=hf",
-                        expect_failure=True)
-    assert result.returncode != 0 and "pass --vocab_file" in result.stderr
+    assert "pass --vocab_file" in usage_error(
+        convert_checkpoint, f"--input={model_dir}", f"--output={tmp_path / 'hf'}", "--to=hf")
     assert not (tmp_path / "hf").exists()
-    from convert_checkpoint import convert
     convert(str(model_dir), str(tmp_path / "hf"), "hf", vocab_file=str(BERT_VOCAB))
     assert (tmp_path / "hf" / "discriminator" / "vocab.txt").exists()
 

@@ -1,9 +1,12 @@
 """Every command line: --help exits 0, lists its own flags and names its reference doc, before
 TensorFlow loads; a usage error is one line; no CUDA line (cuInit's false error, the no-driver
-notice) on a machine without an NVIDIA driver, in any script that imports electra_tf. And the
-installed package is found even beside a folder with its name."""
+notice) on a machine without an NVIDIA driver, in any script that imports electra_tf, and every
+script that imports TensorFlow at the top imports electra_tf first. And the installed package is
+found even beside a folder with its name."""
 
+import ast
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -39,12 +42,19 @@ def _run_all(argv, scripts=tuple(COMMANDS)):
 
 _CUDA_CHECK = ("import electra_tf, tensorflow as tf\n"
                "print(tf.config.list_physical_devices('GPU'), float(tf.constant(1.0) + 1))")
-# The scripts other than the command lines whose cheapest invocation (--help) imports
-# TensorFlow: their imports are at the top of the file.
-TENSORFLOW_AT_HELP = ("benchmarks/pretrain_throughput.py", "benchmarks/finetune_throughput.py",
-                      "benchmarks/data_throughput.py", "benchmarks/memory.py",
-                      "docs/figures/make_figures.py", "pretrain_data/build_pretraining_dataset.py",
+# The command lines whose cheapest invocation (--help) imports TensorFlow: their imports are at
+# the top of the file, as the worker processes they start need.
+TENSORFLOW_AT_HELP = ("pretrain_data/build_pretraining_dataset.py",
                       "pretrain_data/build_openwebtext_pretraining_dataset.py")
+# The other scripts that import TensorFlow at the top of the file: the benchmarks and figures.
+# Each must import electra_tf before anything that loads TensorFlow, as the command lines above
+# do; that they do is read from their source (a fresh interpreter each would cost seconds).
+TENSORFLOW_AT_THE_TOP = ("benchmarks/pretrain_throughput.py", "benchmarks/finetune_throughput.py",
+                         "benchmarks/data_throughput.py", "benchmarks/memory.py",
+                         "docs/figures/make_figures.py",
+                         *TENSORFLOW_AT_HELP)
+_LOADS_TENSORFLOW = {"tensorflow", "keras", "tensorflow_text", "tensorflow_datasets", "tf_keras",
+                     "official", "tensorboard"}
 # Any line of TensorFlow's CUDA build about CUDA (on a machine without a driver, noise).
 _CUDA_LINE = re.compile(r"cuInit|cuda", re.IGNORECASE)
 _BESIDE = "import electra_tf\nprint(electra_tf.__file__, electra_tf.ElectraDiscriminator)\n"
@@ -178,13 +188,45 @@ def test_importing_the_package_drops_the_cuda_no_driver_lines(fresh):
 @pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version"),
                     reason="a machine with an NVIDIA driver keeps CUDA's messages")
 def test_no_script_that_imports_tensorflow_says_anything_about_cuda(fresh):
-    """The benchmarks, the figures and the TFRecord builders import TensorFlow before they
-    parse their flags; with every TensorFlow log line on, none is about CUDA."""
+    """The TFRecord builders import TensorFlow before they parse their flags; with every
+    TensorFlow log line on, none is about CUDA."""
     for script in TENSORFLOW_AT_HELP:
         returncode, stdout, stderr = fresh(("cuda", script))
         assert returncode == 0, (script, stderr[-2000:])
         assert "usage" in stdout.lower() or "flags" in stdout, (script, stdout[-500:])
         assert not _CUDA_LINE.search(stderr), (script, stderr)
+
+
+def _first_import_that_decides(path: pathlib.Path) -> str | None:
+    """The first module-level import of `path`, in source order and through the repository's
+    own modules it imports, that is electra_tf or loads TensorFlow; None if there is none."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top == "electra_tf" or top in _LOADS_TENSORFLOW:
+                return top
+            for root in (path.parent, REPO, REPO / "benchmarks"):
+                local = root / (name.replace(".", "/") + ".py")
+                if local.is_file() and (found := _first_import_that_decides(local)):
+                    return found
+    return None
+
+
+def test_every_script_that_imports_tensorflow_at_the_top_imports_electra_tf_first(tmp_path):
+    for script in TENSORFLOW_AT_THE_TOP:
+        assert _first_import_that_decides(REPO / script) == "electra_tf", script
+    # The check itself, through a module beside the script and a repository module.
+    (tmp_path / "helper.py").write_text("import numpy\nfrom keras import ops\n")
+    (tmp_path / "script.py").write_text("import os\nimport helper\nimport electra_tf\n")
+    assert _first_import_that_decides(tmp_path / "script.py") == "keras"
+    (tmp_path / "script.py").write_text("import pretrain_throughput\nimport tensorflow\n")
+    assert _first_import_that_decides(tmp_path / "script.py") == "electra_tf"
 
 
 def test_a_folder_named_like_the_package_beside_a_script_does_not_hide_it(fresh):

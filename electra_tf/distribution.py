@@ -96,8 +96,9 @@ def use_xla(requested: bool | None, strategy: tf.distribute.Strategy) -> bool:
 
 def maybe_jit(fn: Callable, jit_compile: bool) -> Callable:
     """XLA-compiles the forward and backward pass. The gradient all-reduce and the optimizer
-    stay outside the cluster, where tf.distribute can do its cross-replica calls."""
-    return tf.function(fn, jit_compile=True) if jit_compile else fn
+    stay outside the cluster, where tf.distribute can do its cross-replica calls. Without
+    AutoGraph, as the step it is part of (host_calls.run_steps)."""
+    return tf.function(fn, jit_compile=True, autograph=False) if jit_compile else fn
 
 
 @contextlib.contextmanager

@@ -23,6 +23,8 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tensorflow as tf
 
 from electra_tf import hardware
@@ -34,6 +36,12 @@ _PAD_WIDE_ROWS = hardware.onednn_runs_avx2_code(hardware.read_cpu(),
                                                hardware.onednn_enabled())
 
 
+def _kernel(fn: Callable) -> Callable:
+    """One XLA kernel. AutoGraph is off: the kernels are straight-line TensorFlow, and converting
+    them would only add tracing time."""
+    return tf.function(fn, jit_compile=True, autograph=False)
+
+
 def _gelu(x):
     return x * (0.5 * (1.0 + tf.math.erf(x / _SQRT_2)))
 
@@ -43,8 +51,8 @@ def _gelu_gradient(x, dy):
     return dy * (cdf + x * _INV_SQRT_2PI * tf.exp(-0.5 * x * x))
 
 
-_gelu_forward = tf.function(_gelu, jit_compile=True)
-_gelu_backward = tf.function(_gelu_gradient, jit_compile=True)
+_gelu_forward = _kernel(_gelu)
+_gelu_backward = _kernel(_gelu_gradient)
 
 
 def _sum_rows(x):
@@ -61,12 +69,12 @@ def gelu(x):
     return _gelu_forward(x), lambda dy: _gelu_backward(x, dy)
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def _bias_gelu_forward(x, bias):
     return _gelu(x + bias)
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def _bias_gelu_backward(x, bias, dy):
     dx = _gelu_gradient(x + bias, dy)
     return dx, _sum_rows(dx)
@@ -98,8 +106,8 @@ def _normalize_gradient(dy, normalized, inv_std, gamma):
     return dx, _sum_rows(dy * normalized), _sum_rows(dy)
 
 
-_layer_norm_forward = tf.function(_normalize, jit_compile=True)
-_layer_norm_backward = tf.function(_normalize_gradient, jit_compile=True)
+_layer_norm_forward = _kernel(_normalize)
+_layer_norm_backward = _kernel(_normalize_gradient)
 
 
 def layer_norm(x, gamma, beta, epsilon: float):
@@ -141,7 +149,7 @@ def _philox(counter, key):
     return c0, c1, c2, c3
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def _dropout_keep_bits(x, key, counter, rate):
     """Bit l of byte i: keep x's element 4i + l, i.e. its draw from
     tf.random.stateless_uniform(x.shape, seed) (key and counter from that seed) is >= rate.
@@ -176,7 +184,7 @@ def _keep(x, keep_bits, rate):
     return tf.where(tf.reshape(keep, tf.shape(x)), x * (1.0 / (1.0 - rate)), tf.zeros([], x.dtype))
 
 
-_apply_keep_bits = tf.function(_keep, jit_compile=True)
+_apply_keep_bits = _kernel(_keep)
 
 
 def _keep_bits_for(x, rate: float, seed):
@@ -204,7 +212,7 @@ def dropout(x, rate: float, seed):
     return drop(x)
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def _add_norm_forward(x, bias, residual, keep_bits, rate, gamma, beta, epsilon):
     x = x + bias
     if keep_bits is not None:
@@ -212,7 +220,7 @@ def _add_norm_forward(x, bias, residual, keep_bits, rate, gamma, beta, epsilon):
     return _normalize(tf.cast(x + residual, tf.float32), gamma, beta, epsilon)
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def _add_norm_backward(dy, normalized, inv_std, gamma, keep_bits, rate):
     d_sum, d_gamma, d_beta = _normalize_gradient(tf.cast(dy, tf.float32), normalized, inv_std,
                                                  gamma)
@@ -239,7 +247,7 @@ def dropout_add_layer_norm(x, bias, residual, gamma, beta, epsilon: float, rate:
     return add_norm(x, bias, residual, gamma, beta)
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def _cross_entropy_forward(logits, targets):
     top = tf.reduce_max(logits, -1, keepdims=True)
     log_normalizer = tf.math.log(tf.reduce_sum(tf.exp(logits - top), -1, keepdims=True)) + top
@@ -247,7 +255,7 @@ def _cross_entropy_forward(logits, targets):
     return log_normalizer[..., 0] - target_logits, log_normalizer
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def _cross_entropy_backward(logits, log_normalizer, targets, d_loss):
     one_hot = tf.one_hot(targets, logits.shape[-1], dtype=logits.dtype)
     return (tf.exp(logits - log_normalizer) - one_hot) * d_loss[..., None]
@@ -268,7 +276,7 @@ def softmax_cross_entropy(logits, targets):
     return cross_entropy(logits)
 
 
-@tf.function(jit_compile=True)
+@_kernel
 def add_gumbel_noise(logits, uniform):
     """logits + Gumbel(0, 1) noise made from float32 uniform draws (shapes broadcast), as the
     original's sample_from_softmax writes it: -log(-log(u + 1e-9) + 1e-9). One pass over the

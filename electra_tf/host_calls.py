@@ -58,6 +58,9 @@ def run_steps(strategy: tf.distribute.Strategy, replica_fn: Callable, *,
     `split_batches`: the iterator yields global batches that are split among the replicas
     (see Batches); otherwise it is a distributed iterator, or there is one replica."""
     replicas = strategy.num_replicas_in_sync
+    # AutoGraph converts the loop below, not the step: the steps branch with tf.cond, so
+    # converting them (and every function they call) would only add tracing time.
+    step_fn = tf.autograph.experimental.do_not_convert(replica_fn)
 
     def distribute(batch):
         if not split_batches or replicas == 1:
@@ -89,7 +92,7 @@ def run_steps(strategy: tf.distribute.Strategy, replica_fn: Callable, *,
             if not batch.has_value():
                 break
             before = tf.convert_to_tensor(skipped.iterations) if skipped is not None else None
-            strategy.run(replica_fn, args=(distribute(batch.get_value()),))
+            strategy.run(step_fn, args=(distribute(batch.get_value()),))
             if skipped is not None:
                 skipped.count(before)
             done += 1

@@ -232,7 +232,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             beta_1, beta_2, eps, rate = (self.beta_1, self.beta_2, self.epsilon,
                                          self.weight_decay_rate)
 
-            @tf.function(jit_compile=True)
+            @tf.function(jit_compile=True, autograph=False)  # Python loops and ifs only
             def update(params, ms, vs, gradients, lr, freezes):
                 out, freezes = [], iter(freezes)
                 for p, m, v, g, mult, decay, gate in zip(params, ms, vs, gradients, multipliers,

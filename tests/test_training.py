@@ -138,6 +138,25 @@ def test_apply_gradients_skips_a_non_finite_step():
     assert int(optimizer.iterations) == 1 and (var.numpy() < 1.0).all()
 
 
+def test_the_host_loop_traces_its_step_as_written():
+    """AutoGraph converts run_steps' loop but not the step it runs (the steps branch with
+    tf.cond; converting them would only add tracing time): a Python `if` on a tensor in a step
+    is an error at tracing, not a silently converted tf.cond."""
+    total = tf.Variable(0.0)
+
+    def step(batch):
+        if tf.reduce_sum(batch) > 0:
+            total.assign_add(1.0)
+
+    strategy = tf.distribute.get_strategy()
+    data = tf.data.Dataset.from_tensor_slices(tf.ones([4, 2])).batch(2)
+    loop = host_calls.run_steps(strategy, step)
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        loop(iter(data), tf.constant(2))
+    loop = host_calls.run_steps(strategy, lambda batch: total.assign_add(tf.reduce_sum(batch)))
+    assert int(loop(iter(data), tf.constant(5))) == 2 and float(total) == 8.0
+
+
 def test_finetuning_warmup_keeps_the_fraction_of_a_step():
     """5 steps x warmup_proportion 0.1 warm up over 0.5 steps, as the original's
     `num_train_steps * warmup_proportion`: lr 0 at step 0, then the decayed full rate (a

@@ -428,11 +428,11 @@ def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_
     vocab = BERT_VOCAB.read_text().splitlines()[:120]  # the model's 120 tokens
     (tmp_path / "a" / "vocab.txt").write_text("\n".join(vocab) + "\n")
     import convert_checkpoint
-    from convert_checkpoint import convert
 
     assert "give num_attention_heads" in usage_error(
         convert_checkpoint, f"--input={tmp_path / 'a'}", f"--output={tmp_path / 'hf'}", "--to=hf")
-    convert(str(tmp_path / "a"), str(tmp_path / "hf"), "hf", num_attention_heads=4)
+    convert_checkpoint.convert(str(tmp_path / "a"), str(tmp_path / "hf"), "hf",
+                               num_attention_heads=4)
     assert json.loads((tmp_path / "hf" / "discriminator" / "config.json").read_text())[
         "num_attention_heads"] == 4
     # A run's pretrain_config.json beside the checkpoint says it too.
@@ -523,14 +523,14 @@ def test_every_export_of_a_run_carries_a_tokenizer_transformers_loads(tmp_path):
 def test_an_export_without_a_vocabulary_fails_clearly(tmp_path):
     import convert_checkpoint
     from conftest import usage_error
-    from convert_checkpoint import convert
 
     data_dir, model_dir, _ = _run_output(tmp_path)
     os.remove(data_dir / "vocab.txt")
     assert "pass --vocab_file" in usage_error(
         convert_checkpoint, f"--input={model_dir}", f"--output={tmp_path / 'hf'}", "--to=hf")
     assert not (tmp_path / "hf").exists()
-    convert(str(model_dir), str(tmp_path / "hf"), "hf", vocab_file=str(BERT_VOCAB))
+    convert_checkpoint.convert(str(model_dir), str(tmp_path / "hf"), "hf",
+                               vocab_file=str(BERT_VOCAB))
     assert (tmp_path / "hf" / "discriminator" / "vocab.txt").exists()
 
 

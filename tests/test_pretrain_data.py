@@ -147,12 +147,15 @@ def test_output_is_deterministic_for_a_seed(tmp_path):
 
 
 def test_two_processes_cover_all_shards_deterministically(tmp_path):
+    """Two worker processes make a shard each by default (the 200 KB corpus makes one with
+    one process), and the same shards when --num_out_files says so."""
     corpus = _corpus(tmp_path, **{f"f{i}_txt": SAMPLE_TEXT.read_text(encoding="utf-8")[
         i * 50000:(i + 1) * 50000] for i in range(4)})
-    one = _build(corpus, tmp_path / "one", num_out_files=4)
-    two = _build(corpus, tmp_path / "two", num_out_files=4, num_processes=2)
-    again = _build(corpus, tmp_path / "again", num_out_files=4, num_processes=2)
-    assert len(_shards(tmp_path / "two")) == 4 and all(
+    one = _build(corpus, tmp_path / "one", num_out_files=None)
+    two = _build(corpus, tmp_path / "two", num_out_files=None, num_processes=2)
+    again = _build(corpus, tmp_path / "again", num_out_files=2, num_processes=2)
+    assert one["num_out_files"] == 1 and len(_shards(tmp_path / "one")) == 1
+    assert two["num_out_files"] == 2 and len(_shards(tmp_path / "two")) == 2 and all(
         tf.io.gfile.stat(f).length > 0 for f in _shards(tmp_path / "two"))
     assert _records(_shards(tmp_path / "two")) == _records(_shards(tmp_path / "again"))
     assert two["files"] == 4 and two["lines"] == one["lines"] and two["examples"] > 100
@@ -390,12 +393,10 @@ def test_lines_of_a_text_read_in_pieces():
 
 
 def test_the_default_shard_count_scales_with_the_corpus(tmp_path):
-    """The 630 KB sample makes one shard (not the original's 1000 shards of a few examples),
-    two with two worker processes; --num_out_files still decides when given."""
+    """The 630 KB sample makes one shard (not the original's 1000 shards of a few examples);
+    with two worker processes, two (test_two_processes_cover_all_shards_deterministically)."""
     summary = _build(SAMPLE / "corpus", tmp_path / "one", num_out_files=None)
     assert summary["num_out_files"] == 1 and len(_shards(tmp_path / "one")) == 1
-    summary = _build(SAMPLE / "corpus", tmp_path / "two", num_out_files=None, num_processes=2)
-    assert summary["num_out_files"] == 2 and len(_shards(tmp_path / "two")) == 2
     assert builder.default_num_out_files(9 << 20, 1) == 3
     assert builder.default_num_out_files(38 << 30, 8) == 1000  # OpenWebText's size
 

@@ -1,8 +1,9 @@
 """ELECTRA against BERT up a ladder of pretraining budgets: where does pretraining start to beat
 random weights on this CPU, and which objective is ahead there?
 
-  python experiments/ladder.py --out DIR [--ladder full|mixed|smoke] [--hours H] [--max_rung K]
-      [--workers 2] [--shared_data ../shared/data] [--results DIR] [--report_dir DIR]
+  python experiments/ladder.py --out DIR [--ladder full|mixed|mixed_wide|smoke] [--hours H]
+      [--max_rung K] [--workers 2] [--shared_data ../shared/data] [--results DIR]
+      [--report_dir DIR]
 
 One command runs the experiment in sittings: rerun it until it says the ladder is done.
   1. data (from --shared_data, which only this step reads): the pretraining text
@@ -85,12 +86,20 @@ class Ladder:
     # seeds, learning rates, batch and sst's sizes (its electra_steps and curve_points are
     # not used: the rungs below replace them).
     budget: efficiency_plan.Budget
-    min_flops: float  # the smallest rung's pretraining FLOPs
-    max_flops: float  # the largest's
-    rungs: int  # log-spaced between them
     tasks: tuple[TaskProtocol, ...]
+    # The rungs: `rungs` budgets log-spaced from min_flops to max_flops, or, for a ladder that
+    # continues trunks trained before it (their kept checkpoints decide where a first fork can
+    # be), the first objective's steps at each rung (`rung_steps`; the others at equal FLOPs).
+    min_flops: float = 0.0
+    max_flops: float = 0.0
+    rungs: int = 1
+    rung_steps: tuple[int, ...] = ()
+    objectives: tuple[str, ...] = OBJECTIVES  # the climbs
     decay_fraction: float = 0.2  # each rung's last share, its decay branch
     warmup_fraction: float = 0.25  # of the smallest rung's FLOPs: the warmup, shared by all
+    warmup_steps: int | None = None  # instead: the same steps for every objective
+    trunk_name: str = "trunk_{objective}"  # each trunk's model name
+    run_prefix: str = ""  # of the branches' model names
     pos_train_sentences: int = 1000
     save_every: int = 1000  # a pretraining run's checkpoint interval (steps), against crashes
     # The pretraining text's documents shuffled across all sources (downstream.ladder_corpus)
@@ -98,7 +107,15 @@ class Ladder:
     shuffled_corpus: bool = False
     results: str | None = None  # the committed records' folder in experiments/results/
 
-    def rung_flops(self) -> list[float]:
+    def __post_init__(self):
+        if self.rung_steps and self.rungs != len(self.rung_steps):
+            raise ValueError(f"rungs {self.rungs} != the {len(self.rung_steps)} rung_steps")
+
+    def rung_flops(self, data_dir: str) -> list[float]:
+        """Each rung's FLOPs; `data_dir`'s vocabulary sizes a step, for rungs set in steps."""
+        if self.rung_steps:
+            flops = efficiency_plan.step_flops(self.budget, data_dir, self.objectives[0])
+            return [steps * flops for steps in self.rung_steps]
         if self.rungs == 1:
             return [self.min_flops]
         ratio = (self.max_flops / self.min_flops) ** (1.0 / (self.rungs - 1))
@@ -125,6 +142,20 @@ LADDERS = {
 # Wikipedia and Brown, then one technical manual after another (docs/reproduction.md).
 LADDERS["mixed"] = dataclasses.replace(LADDERS["full"], shuffled_corpus=True,
                                        results="ladder_mixed")
+# Towards ELECTRA-Small (Clark et al. 2020, Table 6: hidden 256, 4 heads, embeddings 128,
+# generator 1/4, batch 128, peak rate 5e-4) at the ladder's 4 layers, after 500 warmup steps:
+# the wide pilot's trunks (experiments/trunk_pilot.py), which are this ladder's trunks.
+WIDE_SHAPE = {"hidden_size": 256, "num_heads": 4, "batch_size": 128}
+WIDE_LEARNING_RATE = 5e-4
+WIDE_WARMUP_STEPS = 500
+# The mixed ladder's text at that shape, continuing the wide pilot's trunks from their step
+# 4,000 (its first fork) for BERT, the objective that learned there (docs/reproduction.md).
+LADDERS["mixed_wide"] = dataclasses.replace(
+    LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
+                                                 learning_rate=WIDE_LEARNING_RATE),
+    min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000), objectives=("mlm",),
+    warmup_steps=WIDE_WARMUP_STEPS, trunk_name="pilot_wide_{objective}_lr0.0005_w500",
+    run_prefix="wide_", results="ladder_mixed_wide")
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -138,6 +169,7 @@ class Rung:
     steps: int
     decay_steps: int
     step_flops: float
+    prefix: str = ""  # of its model's name
 
     @property
     def fork(self) -> int:
@@ -149,7 +181,7 @@ class Rung:
 
     @property
     def name(self) -> str:
-        return f"{self.objective}_{self.steps}"
+        return f"{self.prefix}{self.objective}_{self.steps}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,34 +191,35 @@ class Climb:
     step_flops: float
     warmup_steps: int
     rungs: tuple[Rung, ...]
-
-    @property
-    def trunk(self) -> str:
-        return f"trunk_{self.objective}"
+    trunk: str  # its model name
 
     def cost_flops(self) -> float:
         """Pretraining FLOPs of the whole climb: the trunk to the last fork, every decay."""
         return (self.rungs[-1].fork + sum(r.decay_steps for r in self.rungs)) * self.step_flops
 
 
-def plan(ladder: Ladder, data_dir: str, objectives: Sequence[str] = OBJECTIVES) -> list[Climb]:
+def plan(ladder: Ladder, data_dir: str) -> list[Climb]:
     """Each objective's steps at every rung: the whole number of its steps closest to the
     rung's FLOPs, so ELECTRA and BERT differ by less than half a step there; the warmup and
-    the decay are the same FLOPs (shares) for both."""
+    the decay are the same FLOPs (shares) for both, unless the ladder sets the warmup's
+    steps."""
     climbs = []
-    for objective in objectives:
+    budgets = ladder.rung_flops(data_dir)
+    for objective in ladder.objectives:
         flops = efficiency_plan.step_flops(ladder.budget, data_dir, objective)
-        warmup = round(ladder.warmup_fraction * ladder.min_flops / flops)
+        warmup = ladder.warmup_steps or round(ladder.warmup_fraction * budgets[0] / flops)
         rungs = []
-        for index, budget in enumerate(ladder.rung_flops()):
+        for index, budget in enumerate(budgets):
             steps = round(budget / flops)
             rungs.append(Rung(objective, index, steps,
-                              max(1, round(ladder.decay_fraction * steps)), flops))
+                              max(1, round(ladder.decay_fraction * steps)), flops,
+                              ladder.run_prefix))
         forks = [r.fork for r in rungs]
         if warmup < 1 or forks[0] <= warmup or any(a >= b for a, b in zip(forks, forks[1:])):
             raise ValueError(f"{objective}: the rungs' forks {forks} must rise and start after "
                              f"the warmup ({warmup} steps); space the rungs further apart")
-        climbs.append(Climb(objective, flops, warmup, tuple(rungs)))
+        climbs.append(Climb(objective, flops, warmup, tuple(rungs),
+                            ladder.trunk_name.format(objective=objective)))
     return climbs
 
 
@@ -479,8 +512,13 @@ def climb(sitting: Sitting, plan_: Climb, index: int) -> None:
                 "machine); it is made again from the trunk")
         restore_trunk(sitting, plan_)
         trunk = model_dir(sitting, plan_.trunk)
-        pretrain(sitting, plan_, plan_.trunk, rung.fork, 0, "trunk",
-                 again=rung.fork not in resume.checkpoint_steps(trunk))
+        kept = resume.checkpoint_steps(trunk)
+        if rung.fork not in kept and kept and kept[-1] > rung.fork:
+            raise SystemExit(f"error: {rung.name} forks from the trunk at step {rung.fork}, and "
+                             f"the trunk {trunk} is past it with no checkpoint there (it keeps "
+                             f"{kept}): set the ladder's rungs so that every fork still needed is "
+                             "at a kept checkpoint or after the newest")
+        pretrain(sitting, plan_, plan_.trunk, rung.fork, 0, "trunk", again=rung.fork not in kept)
         resume.fork(trunk, rung.fork, branch)
         pretrain(sitting, plan_, rung.name, rung.steps, rung.decay_steps, "branch", rung,
                  again=lost)
@@ -650,11 +688,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="climb only the first K rungs in this sitting (default: all)")
     parser.add_argument("--workers", type=int, default=1,
                         help="runs side by side, each on cpu_count / workers threads (2: "
-                             "ELECTRA's and BERT's climbs, each on one core)")
+                             "ELECTRA's and BERT's climbs, each on one core; a ladder of one "
+                             "climb fine-tunes random weights beside it)")
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--results", default=None,
-                        help="the records' directory (default: experiments/results/ladder for "
-                             "--ladder full, experiments/results/ladder_mixed for mixed, "
+                        help="the records' directory (default: experiments/results/LADDER, "
+                             "with LADDER ladder for --ladder full, else its name; "
                              "OUT/results for smoke)")
     parser.add_argument("--report_dir", default=None,
                         help="ladder_results.md and ladder_curve.png (default: OUT/report; "
@@ -692,16 +731,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     sitting = Sitting(ladder, data_dir, args.out, Store(args.results), deadline)
     record_baselines(sitting.store, data_dir)
     record_unigram_baseline(sitting.store, data_dir, ladder.budget.seq_length)
-    try:
-        # Random weights first, each of its runs in a model directory of its own so that both
-        # workers take its runs; then the two climbs side by side.
-        efficiency.side_by_side(args.workers, lambda job: finetune(
+
+    def random_weights(workers: int) -> None:
+        # Each of its runs in a model directory of its own, so that workers share its runs.
+        efficiency.side_by_side(workers, lambda job: finetune(
             sitting, NONE, 0, 0.0, f"{efficiency.NO_PRETRAINING}__{job[0].name}__lr{job[1]:g}",
             *job), [(t, lr) for t in ladder.tasks for lr in ladder.budget.finetune_lrs])
         probe(sitting, NONE, 0, 0.0, efficiency.NO_PRETRAINING)
-        # Then rung by rung, ELECTRA's and BERT's side by side (nearly equal FLOPs).
+
+    def rungs(workers: int) -> None:
+        # Rung by rung, the climbs side by side (ELECTRA's and BERT's at nearly equal FLOPs).
         for index in range(max_rung):
-            efficiency.side_by_side(args.workers, lambda c: climb(sitting, c, index), climbs)
+            efficiency.side_by_side(workers, lambda c: climb(sitting, c, index), climbs)
+
+    try:
+        if len(climbs) < args.workers:  # one climb: random weights beside it, not before it
+            efficiency.side_by_side(2, lambda part: part(1), [random_weights, rungs])
+        else:
+            random_weights(args.workers)
+            rungs(args.workers)
         finished = max_rung == ladder.rungs
         log("the ladder is done" if finished else f"rungs 1-{max_rung} are done")
     except efficiency.Stopped as stopped:

@@ -77,11 +77,10 @@ PILOTS = {
     # The ladder's model and batch. Its 1e-3 divided by 3 and by 10; 500 warmup steps are
     # 1.4% of the largest rung's steps, near the original's 10,000 of 1M.
     "rates": Pilot({}, ((3e-4, 500), (1e-4, 500)), "pilot"),
-    # Towards ELECTRA-Small (Clark et al. 2020, Table 6: hidden 256, 4 heads, embeddings 128,
-    # generator 1/4, batch 128, peak rate 5e-4) at the ladder's 4 layers: its 2,000 steps see
-    # the sequences of the rates pilot's 8,000.
-    "wide": Pilot({"hidden_size": 256, "num_heads": 4, "batch_size": 128},
-                  ((5e-4, 500),), "pilot_wide"),
+    # Towards ELECTRA-Small at the ladder's 4 layers (ladder.WIDE_SHAPE): its 2,000 steps see
+    # the sequences of the rates pilot's 8,000. Its runs are the mixed_wide ladder's trunks.
+    "wide": Pilot(ladder.WIDE_SHAPE, ((ladder.WIDE_LEARNING_RATE, ladder.WIDE_WARMUP_STEPS),),
+                  "pilot_wide"),
 }
 
 

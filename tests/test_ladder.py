@@ -116,7 +116,7 @@ def test_missing_shared_data_names_the_fetch_command(tmp_path):
 def test_the_full_ladder_is_log_spaced_at_equal_flops_and_costs_about_1_2x():
     full = ladder.LADDERS["full"]
     electra, bert = ladder.plan(full, "/nonexistent")
-    budgets = full.rung_flops()
+    budgets = full.rung_flops("/nonexistent")
     assert len(budgets) >= 6 and budgets[0] == pytest.approx(1e13)
     assert budgets[-1] >= 1e15 * (1 - 1e-9)
     ratios = [b / a for a, b in zip(budgets, budgets[1:])]
@@ -295,6 +295,20 @@ def test_a_branch_lost_with_another_machine_is_made_again_only_while_it_is_neede
         for lr in sitting.ladder.budget.finetune_lrs])
     ladder.climb(sitting, electra, 0)
     assert calls == ["evaluate"]
+
+
+def test_a_fork_the_trunk_has_passed_without_a_checkpoint_is_refused(tmp_path, monkeypatch):
+    """A trunk continued from elsewhere (a saved or another experiment's) keeps only its
+    newest checkpoints: a rung forking before them cannot be made, and nothing runs."""
+    sitting = _sitting(tmp_path)
+    electra = ladder.plan(sitting.ladder, "/nonexistent")[0]
+    rung = electra.rungs[0]
+    monkeypatch.setattr(ladder, "pretrain", lambda *args, **kwargs: pytest.fail("ran"))
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, electra.trunk)), rung.fork + 1)
+    with pytest.raises(SystemExit, match=rf"{rung.name} forks from the trunk at step "
+                       rf"{rung.fork}, and the trunk .* is past it with no checkpoint there "
+                       rf"\(it keeps \[{rung.fork + 1}\]\)"):
+        ladder.climb(sitting, electra, 0)
 
 
 def test_the_learning_curve_of_a_piece_is_recorded_once_without_the_rates(tmp_path):

@@ -1,6 +1,7 @@
 """experiments/trunk_pilot.py: the stability and learning rule on hand-made records, each
 objective's choice, the report beside the ladder's own trunks, and its flags."""
 
+import dataclasses
 import sys
 
 import pytest
@@ -131,6 +132,31 @@ def test_the_wide_pilot_trains_both_objectives_at_its_shape_and_rate(tmp_path, m
     assert trunk_pilot.model_name(wide, "mlm", 5e-4, 500) == "pilot_wide_mlm_lr0.0005_w500"
     assert trunk_pilot.results_name("wide", "mixed") == "ladder_pilot_mixed_wide"
     assert trunk_pilot.results_name("rates", "full") == "ladder_pilot"
+
+
+def test_the_wide_ladders_trunks_are_the_wide_pilots_runs(tmp_path, monkeypatch):
+    """The mixed_wide ladder continues the wide pilot's BERT: the same model directory and
+    the same hparams but the steps, so its first fork is the pilot's step 4,000."""
+    import ladder
+
+    monkeypatch.setattr(ladder.efficiency_plan, "step_flops",
+                        lambda budget, data_dir, objective: 1e9 * budget.hidden_size + (
+                            1e8 if objective == "electra" else 0))
+    wide = ladder.LADDERS["mixed_wide"]
+    bert, = ladder.plan(wide, str(tmp_path))
+    setting, pilot_bert = trunk_pilot.jobs(ladder.LADDERS["mixed"], trunk_pilot.PILOTS["wide"],
+                                           str(tmp_path))[1]
+    assert bert.trunk == trunk_pilot.model_name(trunk_pilot.PILOTS["wide"], "mlm",
+                                                setting.budget.learning_rate,
+                                                pilot_bert.warmup_steps)
+    assert ladder.pretraining_hparams(wide, bert, 4000, 0) == ladder.pretraining_hparams(
+        setting, pilot_bert, 4000, 0)
+    assert [(r.steps, r.fork, r.name) for r in bert.rungs] == [
+        (5000, 4000, "wide_mlm_5000"), (10000, 8000, "wide_mlm_10000")]
+    # ELECTRA, if it climbed, would be at BERT's FLOPs, with the same warmup steps.
+    both = dataclasses.replace(wide, objectives=("mlm", "electra"))
+    _, electra = ladder.plan(both, str(tmp_path))
+    assert electra.warmup_steps == 500 and electra.rungs[0].steps == round(5000 * 256 / 256.1)
 
 
 @pytest.mark.parametrize("flags, message", [

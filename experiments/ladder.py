@@ -696,8 +696,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "with LADDER ladder for --ladder full, else its name; "
                              "OUT/results for smoke)")
     parser.add_argument("--report_dir", default=None,
-                        help="ladder_results.md and ladder_curve.png (default: OUT/report; "
-                             "docs/ for the committed report)")
+                        help="NAME_results.md and NAME_curve.png, NAME the ladder's records' "
+                             "folder name (ladder, ladder_mixed_wide; ladder for smoke) "
+                             "(default: OUT/report; docs/ for the committed report)")
     args = parser.parse_args(argv)
     if args.hours is not None and args.hours <= 0:
         parser.error(f"--hours must be positive, got {args.hours}")
@@ -757,7 +758,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "same command to continue")
     import ladder_report
 
-    written = ladder_report.write(args.results, args.report_dir)
+    written = ladder_report.write(args.results, args.report_dir, ladder.results or "ladder")
     log(f"wrote {', '.join(written)}")
 
 

@@ -3,8 +3,9 @@
   python experiments/ladder_report.py --results experiments/results/ladder --report_dir docs
 
 reads finetune.jsonl, probe.jsonl, pretrain.jsonl, curves.jsonl and baseline.jsonl
-(experiments/ladder.py writes them) and writes ladder_results.md, ladder_curve.png and
-ladder_pretraining.png into --report_dir.
+(experiments/ladder.py writes them) and writes NAME_results.md, NAME_curve.png and
+NAME_pretraining.png into --report_dir, NAME the records' folder (ladder, ladder_mixed_wide) or
+--name.
 
 Each model (an objective at a pretraining budget, or `none`: random weights) chooses its
 fine-tuning learning rate per task and metric: the rate with the best median over seeds on dev.
@@ -408,8 +409,9 @@ def _shown(path: str) -> str:
     return os.path.relpath(path, repo) if path.startswith(repo + os.sep) else path
 
 
-def write(results_dir: str, report_dir: str) -> list[str]:
-    """ladder_results.md (and ladder_curve.png when there is a verdict row) into report_dir."""
+def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
+    """NAME_results.md, NAME_curve.png when there is a verdict row and NAME_pretraining.png
+    when there are curves, into report_dir."""
     from electra_tf import files
 
     finetune = records.read(os.path.join(results_dir, "finetune.jsonl"))
@@ -459,19 +461,19 @@ def write(results_dir: str, report_dir: str) -> list[str]:
             "distribution, is what such a model scores in these training metrics, because the "
             "original's masking leaves 15% of the masked positions showing their own token, "
             "which it copies. A masked LM uses the context only where it does better than the "
-            "second row. `ladder_pretraining.png` draws the whole curves.\n\n"
+            f"second row. `{name}_pretraining.png` draws the whole curves.\n\n"
             + pretraining_table(curves, no_context))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune))
-    table = os.path.join(report_dir, "ladder_results.md")
+    table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")
     written = [table]
     if rows:
-        curve = os.path.join(report_dir, "ladder_curve.png")
+        curve = os.path.join(report_dir, f"{name}_curve.png")
         plot_curve(rows, curve, collapses,
                    baseline_score(baselines, VERDICT_METRIC) if baseline is not None else None)
         written.append(curve)
     if curves:
-        pretraining = os.path.join(report_dir, "ladder_pretraining.png")
+        pretraining = os.path.join(report_dir, f"{name}_pretraining.png")
         plot_pretraining(curves, no_context, pretraining)
         written.append(pretraining)
     return written
@@ -481,11 +483,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", required=True, help="the records' directory")
     parser.add_argument("--report_dir", required=True)
+    parser.add_argument("--name", default=None,
+                        help="the files' prefix (default: the --results folder's name)")
     args = parser.parse_args(argv)
     rows = verdicts(select(records.read(os.path.join(args.results, "finetune.jsonl")),
                            VERDICT_TASK, VERDICT_METRIC))
     print(verdict_table(rows))
-    print("\n".join(write(args.results, args.report_dir)))
+    print("\n".join(write(args.results, args.report_dir,
+                           args.name or os.path.basename(os.path.normpath(args.results)))))
 
 
 if __name__ == "__main__":

@@ -474,6 +474,12 @@ def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
     assert "## The decision rule per budget (pos unseen_accuracy, test)" in text
     assert "| pretraining ELECTRA trunk | 1.00 | 1.00 |" in text
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
+    # Another ladder's report beside it in the same folder (docs/): its own file names.
+    ladder_report.main(["--results", str(path), "--report_dir",
+                                  str(tmp_path / "report"), "--name", "ladder_mixed_wide"])
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == [
+        "ladder_curve.png", "ladder_mixed_wide_curve.png", "ladder_mixed_wide_results.md",
+        "ladder_results.md"]
 
 
 def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram_level(

@@ -7,6 +7,7 @@ Run from the repository root, on an otherwise idle machine:
   python benchmarks/step_profile.py                    # the miniature at batch 32, all cores
   python benchmarks/step_profile.py --processes 2      # the threads one of 2 side-by-side runs gets
   python benchmarks/step_profile.py --model small      # ELECTRA-Small at batch 128
+  python benchmarks/step_profile.py --onednn_verbose   # oneDNN's own log instead (below)
 
 It times --steps steps without the profiler, then profiles as many, and reads the trace
 (an XSpace: tensorboard --logdir OUT shows it with the profile plugin). Every op event of
@@ -15,13 +16,22 @@ it), summed by KINDS: oneDNN's matmuls, XLA's compiled kernels (the fused elemen
 and reductions, the `kernels: fused` path), random numbers (dropout's masks, the masking), layout
 ops, and the executor's own time between ops. With intra-op threads an op's event lasts its wall
 time on all of them; with inter-op threads events overlap, so the sum can exceed the step.
+
+--onednn_verbose runs the steps with ONEDNN_VERBOSE=1 instead of the profiler: oneDNN logs every
+primitive it executes (its kind: `gemm_api` for TensorFlow's MatMul, `matmul` for BatchMatMul,
+`reorder`, `softmax`; the shapes; the milliseconds), summed per kind and per kind and shape,
+with each matmul shape's GFLOP/s. The matmuls' FLOPs add up to the step's when every matmul of
+the step runs in oneDNN.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import ctypes
 import glob
+import math
 import os
 import re
 import tempfile
@@ -115,6 +125,80 @@ def tables(events: Sequence[tuple[str, int]], steps: int, top: int) -> str:
     return "\n".join(lines)
 
 
+class OnednnCall(NamedTuple):
+    kind: str  # gemm_api, matmul, reorder, softmax, ...
+    shape: str  # oneDNN's problem description: "MxK:KxN" for a matmul, batch dims first
+    milliseconds: float
+
+
+def onednn_calls(lines: Iterable[str]) -> list[OnednnCall]:
+    """The primitives of ONEDNN_VERBOSE=1's log lines (`onednn_verbose,v1,primitive,exec,cpu,
+    KIND,IMPLEMENTATION,...,SHAPE,MS`); other lines are skipped."""
+    calls = []
+    for line in lines:
+        fields = line.rstrip("\n").split(",")
+        if fields[0] == "onednn_verbose" and "exec" in fields[:4]:
+            at = fields.index("exec")
+            calls.append(OnednnCall(fields[at + 2], fields[-2], float(fields[-1])))
+    return calls
+
+
+def matmul_flops(call: OnednnCall) -> int:
+    """2 x batch x M x K x N for a matmul's "BxMxK:BxKxN" (0 for other primitives)."""
+    if call.kind not in ("gemm_api", "matmul") or ":" not in call.shape:
+        return 0
+    a, b = ([int(d) for d in side.split("x")] for side in call.shape.split(":"))
+    return 2 * math.prod(a[:-2]) * a[-2] * a[-1] * b[-1]
+
+
+def onednn_tables(calls: Sequence[OnednnCall], steps: int, top: int) -> str:
+    """Per kind, then per kind and shape: milliseconds and calls per step, share, GFLOP/s."""
+    total = sum(c.milliseconds for c in calls) or 1.0
+    flops = sum(matmul_flops(c) for c in calls)
+    kinds: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0, 0])
+    shapes: dict[tuple[str, str], list[float]] = collections.defaultdict(lambda: [0.0, 0, 0])
+    for c in calls:
+        for table, key in ((kinds, c.kind), (shapes, (c.kind, c.shape))):
+            table[key][0] += c.milliseconds
+            table[key][1] += 1
+            table[key][2] += matmul_flops(c)
+
+    def rate(ms: float, flop: float) -> str:
+        return f"{flop / ms / 1e6:.1f}" if flop else ""
+
+    lines = [f"- oneDNN: {total / steps:.1f} ms a step; its matmuls {flops / steps / 1e9:.2f} "
+             "GFLOP a step", "", "| primitive | ms per step | share | calls per step | GFLOP/s |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {k} | {ms / steps:.1f} | {100 * ms / total:.1f}% | {n / steps:g} | "
+              f"{rate(ms, f)} |" for k, (ms, n, f) in sorted(kinds.items(), key=lambda kv:
+                                                           -kv[1][0])]
+    lines += ["", "| primitive | shape | ms per step | calls per step | GFLOP/s |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {k} | {shape} | {ms / steps:.1f} | {n / steps:g} | {rate(ms, f)} |"
+              for (k, shape), (ms, n, f) in sorted(shapes.items(),
+                                                   key=lambda kv: -kv[1][0])[:top]]
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def stdout_to(path: str):
+    """File descriptor 1 (where oneDNN's C code prints) into `path`, flushed on the way back."""
+    import sys
+
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(path, "w") as out:
+        os.dup2(out.fileno(), 1)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="miniature", choices=("miniature", "small"))
@@ -127,6 +211,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kernels", default="auto", choices=("auto", "fused", "reference"))
     parser.add_argument("--top", type=int, default=15, help="ops listed")
     parser.add_argument("--out", default=None, help="keep the trace here (default: a temp dir)")
+    parser.add_argument("--onednn_verbose", action="store_true",
+                        help="oneDNN's log of the steps' primitives instead of the profiler")
     args = parser.parse_args(argv)
     if min(args.steps, args.top) < 1:
         parser.error("--steps and --top must be positive")
@@ -139,6 +225,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     load = os.getloadavg()
+    out = args.out or tempfile.mkdtemp(prefix="step_profile_")
+    log = os.path.join(out, "onednn_verbose.log")
+    if args.onednn_verbose:
+        os.environ["ONEDNN_VERBOSE"] = "1"  # read by oneDNN at its first primitive
     import pretrain_throughput as bench  # puts the repository on the path, imports electra_tf
     import tensorflow as tf
     from electra_tf import hardware
@@ -149,24 +239,35 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     batch_size = args.batch_size or bench.BATCH_SIZES[args.model]
     config = bench.model_config(args.model, batch_size, 128, "float32", kernels=args.kernels)
-    step, _, detail = bench.make_electra_tf_step(config, bench.random_batch(batch_size, 128))
     bench.progress("tracing and warming up")
-    plain = bench.time_calls(step, warmup=2, reps=args.steps)
-    out = args.out or tempfile.mkdtemp(prefix="step_profile_")
-    tf.profiler.experimental.start(out)
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    profiled = (time.perf_counter() - start) / args.steps
-    tf.profiler.experimental.stop()
+    with stdout_to(log) if args.onednn_verbose else contextlib.nullcontext():
+        step, _, detail = bench.make_electra_tf_step(config, bench.random_batch(batch_size, 128))
+        plain = bench.time_calls(step, warmup=2, reps=args.steps)
+    if args.onednn_verbose:  # the same steps again, their primitives in a log of their own
+        with stdout_to(log):
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                step()
+            profiled = (time.perf_counter() - start) / args.steps
+        with open(log) as lines:
+            result = onednn_tables(onednn_calls(lines), args.steps, args.top)
+    else:
+        tf.profiler.experimental.start(out)
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        profiled = (time.perf_counter() - start) / args.steps
+        tf.profiler.experimental.stop()
+        result = tables(read_trace(out), args.steps, args.top)
+    timing = (f"{profiled:.3f} s with ONEDNN_VERBOSE=1, which logs every call (mean of "
+              f"{args.steps}); the log: {log}" if args.onednn_verbose else
+              f"{min(plain):.3f} s (best of {args.steps}), {profiled:.3f} s under the profiler "
+              f"(mean of {args.steps}); the trace: {out}")
     print("\n".join([
         f"# Where a pretraining step goes: {args.model}, batch {batch_size} x seq 128, float32",
         "", *bench.machine_report(load),
         f"- {threads} thread(s) (as one of {args.processes} process(es) side by side), "
-        f"kernels {config.kernels}, {detail}",
-        f"- step: {min(plain):.3f} s (best of {args.steps}), {profiled:.3f} s under the "
-        f"profiler (mean of {args.steps}); the trace: {out}", "",
-        tables(read_trace(out), args.steps, args.top)]))
+        f"kernels {config.kernels}, {detail}", f"- step: {timing}", "", result]))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,29 @@ def test_the_step_profile_counts_self_times():
     assert "add_fusion" not in table.split("| op")[1]  # only the top 2 ops
 
 
+def test_the_onednn_log_is_summed_per_primitive_and_shape():
+    """ONEDNN_VERBOSE=1's lines as oneDNN 3 writes them: its header lines and other programs'
+    output skipped; a matmul's FLOPs from its shape, batch dimensions included."""
+    log = [
+        "onednn_verbose,v1,primitive,info,template:operation,engine,primitive,implementation,"
+        "prop_kind,memory_descriptors,attributes,auxiliary,problem_desc,exec_time\n",
+        "onednn_verbose,v1,primitive,exec,cpu,gemm_api,,undef,src_f32::blocked:ab:f0 "
+        "wei_f32::blocked:ab:f0 dst_f32::blocked:ab:f0,,,100x200:200x50,2\n",
+        "step 3 of 4\n",
+        "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core,undef,src_f32::"
+        "blocked:abcd::f0,,,2x3x10x20:2x3x20x5,0.5\n",
+        "onednn_verbose,v1,primitive,exec,cpu,gemm_api,,undef,x,,,100x200:200x50,2\n",
+        "onednn_verbose,v1,primitive,exec,cpu,reorder,jit:uni,undef,x,,,32x128x3x2x64,1.5\n"]
+    calls = step_profile.onednn_calls(log)
+    assert [c.kind for c in calls] == ["gemm_api", "matmul", "gemm_api", "reorder"]
+    assert [step_profile.matmul_flops(c) for c in calls] == [2e6, 2 * 6 * 10 * 20 * 5, 2e6, 0]
+    table = step_profile.onednn_tables(calls, steps=2, top=5)
+    assert "- oneDNN: 3.0 ms a step; its matmuls 0.00 GFLOP a step" in table
+    assert "| gemm_api | 2.0 | 66.7% | 1 | 1.0 |" in table  # 4e6 FLOP in 4 ms
+    assert "| reorder | 0.8 | 25.0% | 0.5 |  |" in table
+    assert "| gemm_api | 100x200:200x50 | 2.0 | 1 | 1.0 |" in table
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--steps", "0"], "--steps and --top must be positive"),
     (["--processes", "99"], "--processes must be between 1 and the"),

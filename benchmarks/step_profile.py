@@ -226,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     load = os.getloadavg()
     out = args.out or tempfile.mkdtemp(prefix="step_profile_")
+    os.makedirs(out, exist_ok=True)
     log = os.path.join(out, "onednn_verbose.log")
     if args.onednn_verbose:
         os.environ["ONEDNN_VERBOSE"] = "1"  # read by oneDNN at its first primitive

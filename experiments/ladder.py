@@ -35,10 +35,10 @@ checkpoints in DIR. --hours ends a sitting: no run starts after it, and a pretra
 going gets SIGTERM (it writes a checkpoint and the next sitting continues it exactly; the CPU
 time it spent is recorded). Progress goes to stdout, each run's output to DIR/logs/.
 
-Each trunk's newest checkpoint is also copied into --results/trunks/OBJECTIVE/ (committed with
-the records, with the SHA-256 of the data it was trained on): a sitting on a machine whose DIR
-lacks it continues the trunk from there, not from step 0, and a branch whose model was lost
-before its fine-tuning ended is made again from the trunk.
+Each trunk's newest checkpoint is also copied into --results/trunks/OBJECTIVE/ (with the SHA-256
+of the data it was trained on; not committed, but copied with the checkout): a sitting on a
+machine whose DIR lacks it continues the trunk from there, not from step 0, and a branch whose
+model was lost before its fine-tuning ended is made again from the trunk.
 """
 
 from __future__ import annotations
@@ -350,8 +350,8 @@ def data_fingerprint(data_dir: str) -> dict[str, str]:
 
 def save_trunk(sitting: Sitting, climb: Climb) -> None:
     """Copies the trunk's newest checkpoint (weights, optimizer state, random streams, input
-    position, config) into RESULTS/trunks/OBJECTIVE/, replacing the one there. It is committed
-    with the records, so that a sitting on another machine continues the trunk from there
+    position, config) into RESULTS/trunks/OBJECTIVE/, replacing the one there, so that a
+    sitting on another machine (the checkout copied with it) continues the trunk from there
     rather than from step 0."""
     from electra_tf import resume
 

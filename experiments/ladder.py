@@ -107,7 +107,7 @@ class Ladder:
     shuffled_corpus: bool = False
     results: str | None = None  # the committed records' folder in experiments/results/
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.rung_steps and self.rungs != len(self.rung_steps):
             raise ValueError(f"rungs {self.rungs} != the {len(self.rung_steps)} rung_steps")
 

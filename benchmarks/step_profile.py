@@ -34,9 +34,10 @@ import glob
 import math
 import os
 import re
+import sys
 import tempfile
 import time
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 # An op event's kind: the first pattern its name matches (TensorFlow's op events are named
 # "name:Type"; XLA's compiled kernels by their lower-case HLO names; the executor's own events
@@ -181,10 +182,8 @@ def onednn_tables(calls: Sequence[OnednnCall], steps: int, top: int) -> str:
 
 
 @contextlib.contextmanager
-def stdout_to(path: str):
+def stdout_to(path: str) -> Iterator[None]:
     """File descriptor 1 (where oneDNN's C code prints) into `path`, flushed on the way back."""
-    import sys
-
     libc = ctypes.CDLL(None)
     sys.stdout.flush()
     saved = os.dup(1)
@@ -197,6 +196,18 @@ def stdout_to(path: str):
             libc.fflush(None)
             os.dup2(saved, 1)
             os.close(saved)
+
+
+@contextlib.contextmanager
+def profiled_into(directory: str) -> Iterator[None]:
+    """TensorFlow's profiler on, its trace written into `directory` on the way back."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(directory)
+    try:
+        yield
+    finally:
+        tf.profiler.experimental.stop()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -244,21 +255,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     with stdout_to(log) if args.onednn_verbose else contextlib.nullcontext():
         step, _, detail = bench.make_electra_tf_step(config, bench.random_batch(batch_size, 128))
         plain = bench.time_calls(step, warmup=2, reps=args.steps)
-    if args.onednn_verbose:  # the same steps again, their primitives in a log of their own
-        with stdout_to(log):
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                step()
-            profiled = (time.perf_counter() - start) / args.steps
-        with open(log) as lines:
-            result = onednn_tables(onednn_calls(lines), args.steps, args.top)
-    else:
-        tf.profiler.experimental.start(out)
+    # The same steps again, recorded: their primitives in a log of their own, or traced.
+    with stdout_to(log) if args.onednn_verbose else profiled_into(out):
         start = time.perf_counter()
         for _ in range(args.steps):
             step()
         profiled = (time.perf_counter() - start) / args.steps
-        tf.profiler.experimental.stop()
+    if args.onednn_verbose:
+        with open(log) as lines:
+            result = onednn_tables(onednn_calls(lines), args.steps, args.top)
+    else:
         result = tables(read_trace(out), args.steps, args.top)
     timing = (f"{profiled:.3f} s with ONEDNN_VERBOSE=1, which logs every call (mean of "
               f"{args.steps}); the log: {log}" if args.onednn_verbose else

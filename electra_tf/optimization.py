@@ -33,6 +33,7 @@ see distribution.apply_gradients.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, Sequence
 
@@ -132,6 +133,37 @@ class RestartingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return cls(keras.saving.deserialize_keras_object(config["schedule"]), config["period"])
 
 
+@functools.cache
+def fused_adam_update(beta_1: float, beta_2: float, epsilon: float, weight_decay_rate: float,
+                      multipliers: tuple[float, ...], decays: tuple[bool, ...],
+                      gated: tuple[bool, ...]) -> Callable:
+    """AdamWeightDecay's update of a list of variables as one XLA computation: (params, m, v,
+    gradients, lr, freezes) -> [(param, m, v)] per variable, `freezes` one boolean per gated
+    variable. A pure function of its arguments and these constants, so every optimizer with the
+    same constants shares it and, for the same shapes, its compiled executable (compiling it
+    takes seconds; a process that builds optimizers again, as trials do, compiles it once)."""
+
+    @tf.function(jit_compile=True, autograph=False)  # Python loops and ifs only
+    def update(params, ms, vs, gradients, lr, freezes):
+        out, freezes = [], iter(freezes)
+        for p, m, v, g, mult, decay, gate in zip(params, ms, vs, gradients, multipliers,
+                                                 decays, gated):
+            g = tf.cast(g, p.dtype)
+            new_m = beta_1 * m + (1.0 - beta_1) * g
+            new_v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
+            step = new_m / (tf.sqrt(new_v) + epsilon)
+            if decay:
+                step += weight_decay_rate * p
+            new = (p - tf.cast(lr, p.dtype) * mult * step, new_m, new_v)
+            if gate:
+                freeze = next(freezes)
+                new = tuple(tf.where(freeze, old, n) for old, n in zip((p, m, v), new))
+            out.append(new)
+        return out
+
+    return update
+
+
 @register
 class AdamWeightDecay(keras.optimizers.Optimizer):
     """The original's AdamWeightDecayOptimizer.
@@ -150,7 +182,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.lr_multipliers = dict(lr_multipliers or {})
         self.fused = fused
-        self._fused_updates: dict[tuple[int, ...], Any] = {}  # per variable set
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -225,35 +256,14 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         index = [self._get_variable_index(v) for v in variables]
         moments = [(self._adam_m[i], self._adam_v[i]) for i in index]
         frozen = [self._frozen(i) for i in index]
-        if tuple(index) not in self._fused_updates:
-            multipliers = [self._multipliers[i] for i in index]
-            decays = [self.uses_weight_decay(v) for v in variables]
-            gated = [f is not None for f in frozen]
-            beta_1, beta_2, eps, rate = (self.beta_1, self.beta_2, self.epsilon,
-                                         self.weight_decay_rate)
-
-            @tf.function(jit_compile=True, autograph=False)  # Python loops and ifs only
-            def update(params, ms, vs, gradients, lr, freezes):
-                out, freezes = [], iter(freezes)
-                for p, m, v, g, mult, decay, gate in zip(params, ms, vs, gradients, multipliers,
-                                                         decays, gated):
-                    g = tf.cast(g, p.dtype)
-                    new_m = beta_1 * m + (1.0 - beta_1) * g
-                    new_v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
-                    step = new_m / (tf.sqrt(new_v) + eps)
-                    if decay:
-                        step += rate * p
-                    new = (p - tf.cast(lr, p.dtype) * mult * step, new_m, new_v)
-                    if gate:
-                        freeze = next(freezes)
-                        new = tuple(tf.where(freeze, old, n) for old, n in zip((p, m, v), new))
-                    out.append(new)
-                return out
-
-            self._fused_updates[tuple(index)] = update
-        new = self._fused_updates[tuple(index)]([v.read_value() for v in variables],
-                                 [m.value for m, _ in moments], [v.value for _, v in moments],
-                                 list(grads), learning_rate, [f for f in frozen if f is not None])
+        update = fused_adam_update(self.beta_1, self.beta_2, self.epsilon,
+                                   self.weight_decay_rate,
+                                   tuple(self._multipliers[i] for i in index),
+                                   tuple(self.uses_weight_decay(v) for v in variables),
+                                   tuple(f is not None for f in frozen))
+        new = update([v.read_value() for v in variables], [m.value for m, _ in moments],
+                     [v.value for _, v in moments], list(grads), learning_rate,
+                     [f for f in frozen if f is not None])
         for variable, (m, v), (new_p, new_m, new_v) in zip(variables, moments, new):
             variable.assign(new_p)
             m.assign(new_m)

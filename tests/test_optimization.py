@@ -92,6 +92,31 @@ def test_adamw_matches_the_original_update_with_clipping_and_decay_exclusions(fu
         == len(variables)
 
 
+def test_fused_optimizers_with_the_same_constants_share_one_compiled_update():
+    """A second trial's optimizer reuses the first's traced (and so compiled) update; one whose
+    learning-rate multipliers differ gets its own, and each moves its own variables."""
+    def trial(multiplier: float):
+        kernel = keras.Variable(np.ones((3, 2), np.float32), name="kernel")
+        bias = keras.Variable(np.zeros(2, np.float32), name="bias")
+        optimizer = optimization.AdamWeightDecay(
+            0.1, weight_decay_rate=0.01, fused=True,
+            lr_multipliers={kernel.path: multiplier, bias.path: 1.0})
+        optimizer.build([kernel, bias])
+        grads = [tf.fill((3, 2), 0.5), tf.fill((2,), -0.5)]
+        distribution.apply_gradients(optimizer, grads, [kernel, bias])
+        return optimization.fused_adam_update(
+            0.9, 0.999, 1e-6, 0.01, (multiplier, 1.0), (True, False), (False, False)), kernel
+
+    first, first_kernel = trial(0.5)
+    second, second_kernel = trial(0.5)
+    other, other_kernel = trial(0.25)
+    assert first is second and first.experimental_get_tracing_count() == 1
+    assert other is not first and other.experimental_get_tracing_count() == 1
+    np.testing.assert_array_equal(first_kernel.numpy(), second_kernel.numpy())
+    assert np.all(first_kernel.numpy() < other_kernel.numpy())  # twice the step down
+    assert np.all(other_kernel.numpy() < 1.0)
+
+
 def test_apply_gradients_returns_the_unclipped_norm():
     var = keras.Variable(np.zeros(2, np.float32), name="kernel")
     optimizer = optimization.AdamWeightDecay(learning_rate=0.0)

@@ -140,8 +140,8 @@ def fused_adam_update(beta_1: float, beta_2: float, epsilon: float, weight_decay
     """AdamWeightDecay's update of a list of variables as one XLA computation: (params, m, v,
     gradients, lr, freezes) -> [(param, m, v)] per variable, `freezes` one boolean per gated
     variable. A pure function of its arguments and these constants, so every optimizer with the
-    same constants shares it and, for the same shapes, its compiled executable (compiling it
-    takes seconds; a process that builds optimizers again, as trials do, compiles it once)."""
+    same constants shares it and, for the same shapes, its compiled executable: a process that
+    builds optimizers again, as trials do, compiles it once."""
 
     @tf.function(jit_compile=True, autograph=False)  # Python loops and ifs only
     def update(params, ms, vs, gradients, lr, freezes):

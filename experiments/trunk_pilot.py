@@ -12,7 +12,8 @@ warmup, then a constant learning rate) for --steps steps at every setting of one
 two runs side by side on one core each, and applies the rule written before it ran
 (docs/reproduction.md, "The trunk pilot"). The `rates` pilot tries two rates at the ladder's
 model and batch; the `wide` pilot, the next step when none learned, a model and batch towards
-ELECTRA-Small's:
+ELECTRA-Small's; the `generator` pilot, BERT alone at the shape of the wide ELECTRA's generator
+(which did not learn beside its discriminator), to tell its width from its joint training:
 
 - a setting is *stable* when electra_tf.health's gradient-explosion check, replayed over its
   logged curve, never warns (the warning the health monitor gave the ladder's trunks);
@@ -68,6 +69,7 @@ class Pilot:
     shape: dict[str, Any]
     settings: tuple[tuple[float, int], ...]
     prefix: str  # of its runs' model names
+    objectives: tuple[str, ...] = ladder.OBJECTIVES
 
     def budget(self, full: ladder.Ladder, learning_rate: float) -> efficiency_plan.Budget:
         return dataclasses.replace(full.budget, **self.shape, learning_rate=learning_rate)
@@ -81,6 +83,12 @@ PILOTS = {
     # the sequences of the rates pilot's 8,000. Its runs are the mixed_wide ladder's trunks.
     "wide": Pilot(ladder.WIDE_SHAPE, ((ladder.WIDE_LEARNING_RATE, ladder.WIDE_WARMUP_STEPS),),
                   "pilot_wide"),
+    # ELECTRA's wide generator (hidden 64, 1 head, FFN 256, the 128-wide tied embeddings)
+    # trained alone as a masked LM, at the wide pilot's batch, rate and warmup: does it read
+    # its context where the generator trained beside the discriminator did not?
+    "generator": Pilot({**ladder.WIDE_SHAPE, "hidden_size": 64, "num_heads": 1},
+                       ((ladder.WIDE_LEARNING_RATE, ladder.WIDE_WARMUP_STEPS),),
+                       "pilot_generator", objectives=("mlm",)),
 }
 
 
@@ -100,7 +108,8 @@ def jobs(full: ladder.Ladder, pilot: Pilot,
     every objective at every setting, ELECTRA's and BERT's of one setting side by side."""
     out = []
     for learning_rate, warmup in pilot.settings:
-        setting = dataclasses.replace(full, budget=pilot.budget(full, learning_rate))
+        setting = dataclasses.replace(full, budget=pilot.budget(full, learning_rate),
+                                      objectives=pilot.objectives)
         for climb in ladder.plan(setting, data_dir):
             out.append((setting, dataclasses.replace(climb, warmup_steps=warmup)))
     return out
@@ -305,7 +314,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "documents shuffled across the sources)")
     parser.add_argument("--pilot", default="rates", choices=sorted(PILOTS),
                         help="rates: two peak learning rates at the ladder's model and batch; "
-                             "wide: hidden 256 at batch 128, towards ELECTRA-Small")
+                             "wide: hidden 256 at batch 128, towards ELECTRA-Small; "
+                             "generator: the wide ELECTRA's generator alone as a masked LM")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--hours", type=float, default=None)

@@ -7,6 +7,7 @@ Run from the repository root, on an otherwise idle machine:
   python benchmarks/step_profile.py                    # the miniature at batch 32, all cores
   python benchmarks/step_profile.py --processes 2      # the threads one of 2 side-by-side runs gets
   python benchmarks/step_profile.py --model small      # ELECTRA-Small at batch 128
+  python benchmarks/step_profile.py --precision mixed_bfloat16   # the bfloat16 step
   python benchmarks/step_profile.py --onednn_verbose   # oneDNN's own log instead (below)
 
 It times --steps steps without the profiler, then profiles as many, and reads the trace
@@ -220,6 +221,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="profile with the threads one of this many processes side by side "
                              "gets (hardware.thread_limits), as the experiments train")
     parser.add_argument("--kernels", default="auto", choices=("auto", "fused", "reference"))
+    parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"))
     parser.add_argument("--top", type=int, default=15, help="ops listed")
     parser.add_argument("--out", default=None, help="keep the trace here (default: a temp dir)")
     parser.add_argument("--onednn_verbose", action="store_true",
@@ -250,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 
     batch_size = args.batch_size or bench.BATCH_SIZES[args.model]
-    config = bench.model_config(args.model, batch_size, 128, "float32", kernels=args.kernels)
+    config = bench.model_config(args.model, batch_size, 128, args.precision, kernels=args.kernels)
     bench.progress("tracing and warming up")
     with stdout_to(log) if args.onednn_verbose else contextlib.nullcontext():
         step, _, detail = bench.make_electra_tf_step(config, bench.random_batch(batch_size, 128))
@@ -271,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"{min(plain):.3f} s (best of {args.steps}), {profiled:.3f} s under the profiler "
               f"(mean of {args.steps}); the trace: {out}")
     print("\n".join([
-        f"# Where a pretraining step goes: {args.model}, batch {batch_size} x seq 128, float32",
+        f"# Where a pretraining step goes: {args.model}, batch {batch_size} x seq 128, "
+        f"{args.precision}",
         "", *bench.machine_report(load),
         f"- {threads} thread(s) (as one of {args.processes} process(es) side by side), "
         f"kernels {config.kernels}, {detail}", f"- step: {timing}", "", result]))

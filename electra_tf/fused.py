@@ -42,13 +42,22 @@ def _kernel(fn: Callable) -> Callable:
     return tf.function(fn, jit_compile=True, autograph=False)
 
 
+def _float32(*tensors):
+    """The kernels' arithmetic is float32 whatever their inputs' dtype: XLA:CPU computes a
+    bfloat16 expression op by op through float32 with a conversion at each op, several times
+    slower than the same expression converted once on the way in and once on the way out."""
+    return [tf.cast(t, tf.float32) for t in tensors]
+
+
 def _gelu(x):
-    return x * (0.5 * (1.0 + tf.math.erf(x / _SQRT_2)))
+    x32, = _float32(x)
+    return tf.cast(x32 * (0.5 * (1.0 + tf.math.erf(x32 / _SQRT_2))), x.dtype)
 
 
 def _gelu_gradient(x, dy):
-    cdf = 0.5 * (1.0 + tf.math.erf(x / _SQRT_2))
-    return dy * (cdf + x * _INV_SQRT_2PI * tf.exp(-0.5 * x * x))
+    x32, dy32 = _float32(x, dy)
+    cdf = 0.5 * (1.0 + tf.math.erf(x32 / _SQRT_2))
+    return tf.cast(dy32 * (cdf + x32 * _INV_SQRT_2PI * tf.exp(-0.5 * x32 * x32)), dy.dtype)
 
 
 _gelu_forward = _kernel(_gelu)
@@ -71,12 +80,14 @@ def gelu(x):
 
 @_kernel
 def _bias_gelu_forward(x, bias):
-    return _gelu(x + bias)
+    x32, bias32 = _float32(x, bias)
+    return tf.cast(_gelu(x32 + bias32), x.dtype)
 
 
 @_kernel
 def _bias_gelu_backward(x, bias, dy):
-    dx = _gelu_gradient(x + bias, dy)
+    x32, bias32 = _float32(x, bias)
+    dx = _gelu_gradient(x32 + bias32, dy)
     return dx, _sum_rows(dx)
 
 
@@ -181,7 +192,9 @@ def _dropout_keep_bits(x, key, counter, rate):
 def _keep(x, keep_bits, rate):
     lanes = tf.bitwise.right_shift(tf.cast(keep_bits, tf.int32)[:, None], tf.range(4)[None])
     keep = tf.reshape(tf.bitwise.bitwise_and(lanes, 1) > 0, [-1])[:tf.size(x)]
-    return tf.where(tf.reshape(keep, tf.shape(x)), x * (1.0 / (1.0 - rate)), tf.zeros([], x.dtype))
+    x32, = _float32(x)
+    return tf.cast(tf.where(tf.reshape(keep, tf.shape(x)), x32 * (1.0 / (1.0 - rate)), 0.0),
+                   x.dtype)
 
 
 _apply_keep_bits = _kernel(_keep)
@@ -214,19 +227,19 @@ def dropout(x, rate: float, seed):
 
 @_kernel
 def _add_norm_forward(x, bias, residual, keep_bits, rate, gamma, beta, epsilon):
+    x, bias, residual = _float32(x, bias, residual)
     x = x + bias
     if keep_bits is not None:
         x = _keep(x, keep_bits, rate)
-    return _normalize(tf.cast(x + residual, tf.float32), gamma, beta, epsilon)
+    return _normalize(x + residual, gamma, beta, epsilon)
 
 
 @_kernel
 def _add_norm_backward(dy, normalized, inv_std, gamma, keep_bits, rate):
     d_sum, d_gamma, d_beta = _normalize_gradient(tf.cast(dy, tf.float32), normalized, inv_std,
                                                  gamma)
-    d_sum = tf.cast(d_sum, dy.dtype)
-    dx = d_sum if keep_bits is None else _keep(d_sum, keep_bits, rate)
-    return dx, _sum_rows(dx), d_sum, d_gamma, d_beta
+    dx = tf.cast(d_sum if keep_bits is None else _keep(d_sum, keep_bits, rate), dy.dtype)
+    return dx, _sum_rows(dx), tf.cast(d_sum, dy.dtype), d_gamma, d_beta
 
 
 def dropout_add_layer_norm(x, bias, residual, gamma, beta, epsilon: float, rate: float = 0.0,

@@ -145,6 +145,37 @@ def test_dropout_add_layer_norm_is_the_three_ops_in_turn(seed):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", ["gelu", "bias_gelu", "dropout", "dropout_add_layer_norm"])
+def test_bfloat16_inputs_are_computed_in_float32_and_rounded_once(op):
+    """Under mixed_bfloat16 a kernel converts its inputs to float32, computes there and rounds
+    its outputs once: exactly the float32 kernel on the same values, rounded (not rounded after
+    every op, which is also several times slower on XLA:CPU)."""
+    rng = np.random.default_rng(3)
+    shape = (64, 32)
+    values = [tf.cast(tf.constant(rng.normal(size=s), tf.float32), tf.bfloat16)
+              for s in (shape, shape[-1:], shape, shape)]  # x, bias, residual, dy
+    gamma = tf.constant(rng.normal(1.0, 0.3, shape[-1]), tf.float32)
+    beta = tf.constant(rng.normal(0.0, 0.3, shape[-1]), tf.float32)
+    seed = tf.constant([5, 6])
+    fn = {"gelu": lambda x, bias, residual: fused.gelu(x),
+          "bias_gelu": lambda x, bias, residual: fused.bias_gelu(x, bias),
+          "dropout": lambda x, bias, residual: fused.dropout(x, 0.3, seed),
+          "dropout_add_layer_norm": lambda x, bias, residual: fused.dropout_add_layer_norm(
+              x, bias, residual, gamma, beta, 1e-12, 0.3, seed)}[op]
+
+    def run(dtype):
+        x, bias, residual, dy = (tf.cast(v, dtype) for v in values)
+        y, (dx,) = _value_and_gradients(lambda x: fn(x, bias, residual), [x], dy)
+        return y, dx
+
+    (y16, dx16), (y32, dx32) = run(tf.bfloat16), run(tf.float32)
+    assert y16.dtype == dx16.dtype == tf.bfloat16
+    np.testing.assert_array_equal(tf.cast(y16, tf.float32), tf.cast(tf.cast(y32, tf.bfloat16),
+                                                                     tf.float32))
+    np.testing.assert_array_equal(tf.cast(dx16, tf.float32),
+                                  tf.cast(tf.cast(dx32, tf.bfloat16), tf.float32))
+
+
 @pytest.mark.parametrize("targets_shape", [(6,), (3, 4)])
 def test_softmax_cross_entropy_matches_log_softmax_and_its_gradient(targets_shape):
     vocab = 50

@@ -5,9 +5,11 @@ Run from the repository root:
   python benchmarks/finetune_throughput.py            # SST-2 shape (128) and SQuAD shape (512)
   python benchmarks/finetune_throughput.py --quick    # smoke run: batch 4, 1 timed step
   python benchmarks/finetune_throughput.py --tasks sst   # one shape only
+  python benchmarks/finetune_throughput.py --also_bf16   # and electra_tf in mixed_bfloat16
 
 In one process on this machine, training examples/s (batch 32, the original's
-train_batch_size; float32; random weights, nothing is downloaded) of:
+train_batch_size; float32, and with --also_bf16 electra_tf in mixed_bfloat16 too; random
+weights, nothing is downloaded) of:
   * electra_tf: run_finetuning.py's train step (forward, backward, all-reduce, clipping,
     AdamW with layer-wise learning rates) with the original's heads: the [CLS] classifier for
     SST-2 at 128 tokens; for SQuAD at 512 tokens the XLNet-style head (end logits conditioned
@@ -38,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 
 from pretrain_throughput import (SEED, import_torch, machine_report, progress,  # noqa: E402
                                  random_batch, time_calls)
-from electra_tf import host_calls  # noqa: E402
+from electra_tf import distribution, host_calls  # noqa: E402
 from electra_tf.finetuning import config as finetuning_config  # noqa: E402
 from electra_tf.finetuning import trainer  # noqa: E402
 
@@ -62,14 +64,16 @@ def task_batch(task: str, batch_size: int, seq_length: int) -> dict[str, np.ndar
     return batch
 
 
-def bench_ours(task: str, batch: dict[str, np.ndarray], steps: int) -> list[float]:
+def bench_ours(task: str, batch: dict[str, np.ndarray], steps: int,
+               precision: str) -> list[float]:
     seq_length = batch["input_ids"].shape[1]
     config = finetuning_config.from_hparams("bench", "/tmp/nodata", {
         "model_size": "small", "task_names": [task], "max_seq_length": seq_length,
-        "train_batch_size": len(batch["input_ids"]), "seed": SEED})
+        "train_batch_size": len(batch["input_ids"]), "seed": SEED, "precision": precision})
     strategy = tf.distribute.get_strategy()
     tasks = trainer.make_tasks(config)
-    model = trainer.build_model(config, tasks)
+    with distribution.precision_policy(precision):  # as run_finetuning.py builds it
+        model = trainer.build_model(config, tasks)
     state = trainer.create_train_state(config, model, tasks, strategy, num_steps=1000)
     dataset = tf.data.Dataset.from_tensors({k: tf.constant(v) for k, v in batch.items()})
     iterator = iter(strategy.distribute_datasets_from_function(lambda _: dataset.repeat()))
@@ -120,28 +124,42 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--tasks", default="sst,squad", help="comma-separated: sst, squad")
+    parser.add_argument("--also_bf16", action="store_true",
+                        help="add electra_tf's step in mixed_bfloat16")
     args = parser.parse_args()
     tasks = [t for t in args.tasks.split(",") if t]
     if not tasks or set(tasks) - set(SEQ_LENGTHS):
         parser.error(f"--tasks {args.tasks!r}: choose from {', '.join(SEQ_LENGTHS)}")
     batch_size, steps = (4, 1) if args.quick else (32, args.steps)
+    precisions = ["float32"] + (["mixed_bfloat16"] if args.also_bf16 else [])
     rows = []
     for task in tasks:
         seq_length = SEQ_LENGTHS[task]
         batch = task_batch(task, batch_size, seq_length)
-        progress(f"{task}: electra_tf")
-        ours = batch_size / statistics.median(bench_ours(task, batch, steps))
+        ours = {}
+        for precision in precisions:
+            progress(f"{task}: electra_tf, {precision}")
+            ours[precision] = batch_size / statistics.median(
+                bench_ours(task, batch, steps, precision))
         progress(f"{task}: PyTorch")
         theirs = batch_size / statistics.median(bench_torch(task, batch, steps))
         rows.append((task, seq_length, ours, theirs))
-    ratios = ", ".join(f"{task} {ours / theirs:.2f}x" for task, _, ours, theirs in rows)
+    ratios = ", ".join(f"{task} {ours['float32'] / theirs:.2f}x"
+                       for task, _, ours, theirs in rows)
     print(f"# ELECTRA-Small fine-tuning step: electra_tf is {ratios} the PyTorch peer\n")
     print("\n".join(machine_report(load_at_start)))
-    print(f"- batch {batch_size}, float32, median of {steps} timed steps after 1 warm-up step")
-    print("\n| task | seq | electra_tf ex/s | PyTorch + transformers ex/s | speedup |")
-    print("|---|---|---|---|---|")
+    print(f"- batch {batch_size}, median of {steps} timed steps after 1 warm-up step; the "
+          "peer and the speedup in float32")
+    bf16 = " electra_tf mixed_bfloat16 ex/s | bf16 / float32 |" if args.also_bf16 else ""
+    print(f"\n| task | seq | electra_tf ex/s | PyTorch + transformers ex/s | speedup |{bf16}")
+    print("|---" * (5 + 2 * args.also_bf16) + "|")
     for task, seq_length, ours, theirs in rows:
-        print(f"| {task} | {seq_length} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}x |")
+        line = (f"| {task} | {seq_length} | {ours['float32']:.1f} | {theirs:.1f} | "
+                f"{ours['float32'] / theirs:.2f}x |")
+        if args.also_bf16:
+            line += (f" {ours['mixed_bfloat16']:.1f} | "
+                     f"{ours['mixed_bfloat16'] / ours['float32']:.2f}x |")
+        print(line)
 
 
 if __name__ == "__main__":

@@ -148,12 +148,14 @@ LADDERS["mixed"] = dataclasses.replace(LADDERS["full"], shuffled_corpus=True,
 WIDE_SHAPE = {"hidden_size": 256, "num_heads": 4, "batch_size": 128}
 WIDE_LEARNING_RATE = 5e-4
 WIDE_WARMUP_STEPS = 500
-# The mixed ladder's text at that shape, continuing the wide pilot's trunks from their step
-# 4,000 (its first fork) for BERT, the objective that learned there (docs/reproduction.md).
+# The mixed ladder's text at that shape, its trunks the wide pilot's runs (forked from their
+# step 4,000 where kept): its rungs in BERT's steps, ELECTRA at BERT's FLOPs with the paper's
+# generator of 1/4 (docs/reproduction.md, "The wide ladder" and "ELECTRA on the wide ladder").
 LADDERS["mixed_wide"] = dataclasses.replace(
     LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
                                                  learning_rate=WIDE_LEARNING_RATE),
-    min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000), objectives=("mlm",),
+    min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000),
+    objectives=("mlm", "electra"),
     warmup_steps=WIDE_WARMUP_STEPS, trunk_name="pilot_wide_{objective}_lr0.0005_w500",
     run_prefix="wide_", results="ladder_mixed_wide")
 
@@ -686,6 +688,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "a pretraining run still going is stopped with a checkpoint")
     parser.add_argument("--max_rung", type=int, default=None,
                         help="climb only the first K rungs in this sitting (default: all)")
+    parser.add_argument("--objectives", default=None,
+                        help="comma-separated: climb only these of the ladder's objectives in "
+                             "this sitting (default: all); the rungs stay at the ladder's FLOPs")
     parser.add_argument("--workers", type=int, default=1,
                         help="runs side by side, each on cpu_count / workers threads (2: "
                              "ELECTRA's and BERT's climbs, each on one core; a ladder of one "
@@ -707,6 +712,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ladder = LADDERS[args.ladder]
     if args.max_rung is not None and not 1 <= args.max_rung <= ladder.rungs:
         parser.error(f"--max_rung must be in [1, {ladder.rungs}], got {args.max_rung}")
+    args.objectives = (ladder.objectives if args.objectives is None
+                       else tuple(o for o in args.objectives.split(",") if o))
+    if not args.objectives or set(args.objectives) - set(ladder.objectives):
+        parser.error(f"--objectives must name some of the ladder's {','.join(ladder.objectives)}, "
+                     f"got {','.join(args.objectives) or 'none'}")
     args.out = os.path.abspath(args.out)
     if args.results is None:
         args.results = (os.path.join(REPO, "experiments", "results", ladder.results)
@@ -723,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     deadline = None if args.hours is None else start + 3600 * args.hours
     data_dir = prepare_data(args.out, args.shared_data, ladder)
     efficiency.share_cores(args.workers)
-    climbs = plan(ladder, data_dir)
+    climbs = [c for c in plan(ladder, data_dir) if c.objective in args.objectives]
     max_rung = args.max_rung or ladder.rungs
     for c in climbs:
         log(f"{c.objective}: warmup {c.warmup_steps} steps, rungs at "

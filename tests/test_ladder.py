@@ -625,6 +625,8 @@ def test_a_run_still_going_at_the_deadline_gets_sigterm_and_its_usage_is_kept(tm
     (["--hours", "0"], "--hours must be positive"),
     (["--max_rung", "8"], "--max_rung must be in [1, 7]"),
     (["--workers", "0"], "--workers must be at least 1"),
+    (["--objectives", "electra,rtd"], "--objectives must name some of the ladder's electra,mlm"),
+    (["--objectives", ","], "got none"),
 ])
 def test_bad_flags_fail_naming_the_flag(flags, message, capsys):
     with pytest.raises(SystemExit):
@@ -635,5 +637,8 @@ def test_bad_flags_fail_naming_the_flag(flags, message, capsys):
 def test_the_full_ladder_writes_its_records_into_the_repository():
     args = ladder.parse_args(["--out", "x"])
     assert args.results == str(REPO / "experiments" / "results" / "ladder")
+    assert args.objectives == ("electra", "mlm")
+    assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide", "--objectives",
+                              "electra"]).objectives == ("electra",)
     assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
         "x/results")

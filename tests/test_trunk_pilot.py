@@ -134,28 +134,55 @@ def test_the_wide_pilot_trains_both_objectives_at_its_shape_and_rate(tmp_path, m
     assert trunk_pilot.results_name("rates", "full") == "ladder_pilot"
 
 
+def test_the_generator_pilot_is_bert_at_the_wide_electras_generator_shape(tmp_path,
+                                                                          monkeypatch):
+    import ladder
+    from electra_tf import config as config_lib
+
+    monkeypatch.setattr(ladder.efficiency_plan, "step_flops",
+                        lambda budget, data_dir, objective: 1e9 * budget.hidden_size)
+    (setting, climb), = trunk_pilot.jobs(ladder.LADDERS["mixed"], trunk_pilot.PILOTS["generator"],
+                                         str(tmp_path))
+    wide, _ = trunk_pilot.jobs(ladder.LADDERS["mixed"], trunk_pilot.PILOTS["wide"],
+                               str(tmp_path))[0]
+    assert climb.objective == "mlm" and climb.warmup_steps == 500
+    # The BERT it trains is the wide ELECTRA's generator: the same transformer and embeddings,
+    # at the same batch, rate and data.
+    bert = config_lib.from_hparams("b", str(tmp_path), ladder.pretraining_hparams(
+        setting, climb, 4000, 0))
+    electra = config_lib.from_hparams("e", str(tmp_path), ladder.pretraining_hparams(
+        wide, dataclasses.replace(climb, objective="electra"), 4000, 0))
+    assert bert.bert_config() == electra.generator_bert_config()
+    assert bert.resolved_embedding_size() == electra.resolved_embedding_size() == 128
+    assert (bert.train_batch_size, bert.learning_rate) == (electra.train_batch_size,
+                                                           electra.learning_rate) == (128, 5e-4)
+    assert trunk_pilot.results_name("generator", "mixed") == "ladder_pilot_mixed_generator"
+
+
 def test_the_wide_ladders_trunks_are_the_wide_pilots_runs(tmp_path, monkeypatch):
-    """The mixed_wide ladder continues the wide pilot's BERT: the same model directory and
-    the same hparams but the steps, so its first fork is the pilot's step 4,000."""
+    """The mixed_wide ladder's trunks are the wide pilot's runs: the same model directories and
+    the same hparams but the steps, so BERT's first fork is the pilot's step 4,000; ELECTRA
+    climbs at BERT's FLOPs."""
     import ladder
 
     monkeypatch.setattr(ladder.efficiency_plan, "step_flops",
                         lambda budget, data_dir, objective: 1e9 * budget.hidden_size + (
                             1e8 if objective == "electra" else 0))
     wide = ladder.LADDERS["mixed_wide"]
-    bert, = ladder.plan(wide, str(tmp_path))
-    setting, pilot_bert = trunk_pilot.jobs(ladder.LADDERS["mixed"], trunk_pilot.PILOTS["wide"],
-                                           str(tmp_path))[1]
-    assert bert.trunk == trunk_pilot.model_name(trunk_pilot.PILOTS["wide"], "mlm",
-                                                setting.budget.learning_rate,
-                                                pilot_bert.warmup_steps)
-    assert ladder.pretraining_hparams(wide, bert, 4000, 0) == ladder.pretraining_hparams(
-        setting, pilot_bert, 4000, 0)
+    climbs = ladder.plan(wide, str(tmp_path))
+    pilots = trunk_pilot.jobs(ladder.LADDERS["mixed"], trunk_pilot.PILOTS["wide"],
+                              str(tmp_path))
+    assert [c.objective for c in climbs] == ["mlm", "electra"]
+    for trunk in climbs:
+        setting, pilot = next(job for job in pilots if job[1].objective == trunk.objective)
+        assert trunk.trunk == trunk_pilot.model_name(trunk_pilot.PILOTS["wide"], trunk.objective,
+                                                     setting.budget.learning_rate,
+                                                     pilot.warmup_steps)
+        assert ladder.pretraining_hparams(wide, trunk, 4000, 0) == \
+            ladder.pretraining_hparams(setting, pilot, 4000, 0)
+    bert, electra = climbs
     assert [(r.steps, r.fork, r.name) for r in bert.rungs] == [
         (5000, 4000, "wide_mlm_5000"), (10000, 8000, "wide_mlm_10000")]
-    # ELECTRA, if it climbed, would be at BERT's FLOPs, with the same warmup steps.
-    both = dataclasses.replace(wide, objectives=("mlm", "electra"))
-    _, electra = ladder.plan(both, str(tmp_path))
     assert electra.warmup_steps == 500 and electra.rungs[0].steps == round(5000 * 256 / 256.1)
 
 

@@ -1,11 +1,14 @@
 """The ladder's verdicts, tables and curve, redrawn from its records alone.
 
   python experiments/ladder_report.py --results experiments/results/ladder --report_dir docs
+  python experiments/ladder_report.py --combined docs/ladders_curve.png \
+      --ladder "hidden 128, batch 32=experiments/results/ladder" \
+      --ladder "hidden 256, batch 128=experiments/results/ladder_mixed_wide"
 
 reads finetune.jsonl, probe.jsonl, pretrain.jsonl, curves.jsonl and baseline.jsonl
 (experiments/ladder.py writes them) and writes NAME_results.md, NAME_curve.png and
 NAME_pretraining.png into --report_dir, NAME the records' folder (ladder, ladder_mixed_wide) or
---name.
+--name; --combined draws several ladders' curves on one pair of axes.
 
 Each model (an objective at a pretraining budget, or `none`: random weights) chooses its
 fine-tuning learning rate per task and metric: the rate with the best median over seeds on dev.
@@ -271,11 +274,25 @@ def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str,
     return "\n".join(lines)
 
 
-def plot_curve(rows: Sequence[Verdict], path: str, collapses: Sequence[list[str]] = (),
-               baseline: float | None = None) -> None:
+@dataclasses.dataclass
+class Curve:
+    """One ladder's points on the curve: its verdict rows, the models that collapsed to the most
+    frequent tag (per row), and that tagger's unseen-word score when known."""
+    rows: Sequence[Verdict]
+    collapses: Sequence[list[str]] = ()
+    baseline: float | None = None
+    label: str = ""  # after each line's name, where several ladders share the axes
+
+
+# Each ladder's line style and marker on a curve of several.
+LADDER_STYLES = (("-", "o"), ("--", "s"), (":", "^"))
+
+
+def plot_curves(curves: Sequence[Curve], path: str) -> None:
     """pos unseen-word test accuracy against pretraining FLOPs: ELECTRA, BERT (median, IQR),
     no pretraining (median line, IQR band); the most-frequent-tag tagger's score (dotted) and
-    the collapsed models (crossed) when known."""
+    the collapsed models (crossed) when known. Several ladders share the axes, each in its own
+    line style and marker, its label after each name."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -284,35 +301,43 @@ def plot_curve(rows: Sequence[Verdict], path: str, collapses: Sequence[list[str]
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     crossed_labelled = False
-    for attribute, color in (("electra", "tab:blue"), ("bert", "tab:orange")):
-        points = [getattr(v, attribute) for v in rows if getattr(v, attribute) is not None]
-        if not points:
-            continue
-        y = [s.median for s in points]
-        low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
-        high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
-        ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker="o",
-                    capsize=3, color=color,
-                    label=NAMES["electra" if attribute == "electra" else "mlm"])
-        name = NAMES["electra" if attribute == "electra" else "mlm"]
-        crossed = [(v.flops, getattr(v, attribute).median) for v, names in zip(rows, collapses)
-                   if getattr(v, attribute) is not None and
-                   any(n.startswith(name + " (") for n in names)]
-        if crossed:
-            ax.scatter(*zip(*crossed), marker="x", s=120, color="black", zorder=3,
-                       label=None if crossed_labelled else "collapsed to the most frequent tag")
-            crossed_labelled = True
-    none = next((v.none for v in rows if v.none is not None), None)
-    if none is not None:
-        ax.axhline(none.median, color="gray", linestyle="--", label=NAMES[NONE])
-        ax.axhspan(np.percentile(none.test, 25), np.percentile(none.test, 75), color="gray",
-                   alpha=0.15)
-    if baseline is not None:
-        ax.axhline(baseline, color="black", linestyle=":", label="the most frequent tag for every word")
+    baselines_drawn = set()
+    for curve, (linestyle, marker) in zip(curves, LADDER_STYLES):
+        suffix = f", {curve.label}" if curve.label else ""
+        rows = curve.rows
+        for attribute, color in (("electra", "tab:blue"), ("bert", "tab:orange")):
+            points = [getattr(v, attribute) for v in rows if getattr(v, attribute) is not None]
+            if not points:
+                continue
+            name = NAMES["electra" if attribute == "electra" else "mlm"]
+            y = [s.median for s in points]
+            low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
+            high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
+            ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker=marker,
+                        linestyle=linestyle, capsize=3, color=color, label=name + suffix)
+            crossed = [(v.flops, getattr(v, attribute).median)
+                       for v, names in zip(rows, curve.collapses)
+                       if getattr(v, attribute) is not None and
+                       any(n.startswith(name + " (") for n in names)]
+            if crossed:
+                ax.scatter(*zip(*crossed), marker="x", s=120, color="black", zorder=3,
+                           label=None if crossed_labelled else "collapsed to the most frequent tag")
+                crossed_labelled = True
+        none = next((v.none for v in rows if v.none is not None), None)
+        if none is not None:
+            ax.axhline(none.median, color="gray", linestyle=linestyle if len(curves) > 1 else "--",
+                       label=NAMES[NONE] + suffix)
+            ax.axhspan(np.percentile(none.test, 25), np.percentile(none.test, 75), color="gray",
+                       alpha=0.15)
+        if curve.baseline is not None and curve.baseline not in baselines_drawn:
+            ax.axhline(curve.baseline, color="black", linestyle=":",
+                       label="the most frequent tag for every word")
+            baselines_drawn.add(curve.baseline)
     ax.set_xscale("log")
     # A decade either side at least, so that one or two budgets still get decade ticks
     # rather than crowded labels inside a fraction of a decade.
-    flops = [s.pretrain_flops for v in rows for s in (v.electra, v.bert) if s is not None]
+    flops = [s.pretrain_flops for c in curves for v in c.rows for s in (v.electra, v.bert)
+             if s is not None]
     if flops:
         ax.set_xlim(min(flops) / 3, max(flops) * 3)
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -320,7 +345,7 @@ def plot_curve(rows: Sequence[Verdict], path: str, collapses: Sequence[list[str]
     ax.set_ylabel("pos test accuracy on unseen words (%)")
     ax.set_title("median and IQR over fine-tuning seeds")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7 if len(curves) > 1 else 8)
     report._save(fig, path)
 
 
@@ -409,6 +434,18 @@ def _shown(path: str) -> str:
     return os.path.relpath(path, repo) if path.startswith(repo + os.sep) else path
 
 
+def read_curve(results_dir: str, label: str = "") -> Curve:
+    """The ladder's points on the curve, from its finetune.jsonl and baseline.jsonl."""
+    finetune = records.read(os.path.join(results_dir, "finetune.jsonl"))
+    baselines = records.read(os.path.join(results_dir, "baseline.jsonl"))
+    rows = verdicts(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    baseline = baseline_score(baselines, "accuracy")
+    if baseline is None:
+        return Curve(rows, label=label)
+    return Curve(rows, [collapsed(v, finetune, baseline) for v in rows],
+                 baseline_score(baselines, VERDICT_METRIC), label)
+
+
 def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     """NAME_results.md, NAME_curve.png when there is a verdict row and NAME_pretraining.png
     when there are curves, into report_dir."""
@@ -421,9 +458,9 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     curves = records.read(os.path.join(results_dir, "curves.jsonl"))
     no_context = pretraining_baselines(baselines)
     os.makedirs(report_dir, exist_ok=True)
-    rows = verdicts(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    points = read_curve(results_dir)
+    rows = points.rows
     baseline = baseline_score(baselines, "accuracy")
-    collapses = [collapsed(v, finetune, baseline) for v in rows] if baseline is not None else []
     check = "" if baseline is None else (
         f"\n\nTagging every word with train.txt's most frequent tag scores "
         f"{baseline:.1f} on test and {baseline_score(baselines, VERDICT_METRIC):.1f} on its "
@@ -442,7 +479,7 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
         "pretraining's and a two-sided Mann-Whitney U test gives p < 0.05, *hurts* when it is "
         "below with p < 0.05, and makes *no difference* otherwise; the objective ahead is the "
         "one whose median is higher with p < 0.05 (docs/reproduction.md, \"The budget "
-        "ladder's decision rule\")." + check + "\n\n" + verdict_table(rows, collapses),
+        "ladder's decision rule\")." + check + "\n\n" + verdict_table(rows, points.collapses),
     ]
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)
@@ -469,8 +506,7 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     written = [table]
     if rows:
         curve = os.path.join(report_dir, f"{name}_curve.png")
-        plot_curve(rows, curve, collapses,
-                   baseline_score(baselines, VERDICT_METRIC) if baseline is not None else None)
+        plot_curves([points], curve)
         written.append(curve)
     if curves:
         pretraining = os.path.join(report_dir, f"{name}_pretraining.png")
@@ -481,11 +517,26 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", required=True, help="the records' directory")
-    parser.add_argument("--report_dir", required=True)
+    parser.add_argument("--results", help="the records' directory")
+    parser.add_argument("--report_dir")
     parser.add_argument("--name", default=None,
                         help="the files' prefix (default: the --results folder's name)")
+    parser.add_argument("--combined", default=None,
+                        help="instead: draw the curve of every --ladder into this PNG")
+    parser.add_argument("--ladder", action="append", default=[], metavar="LABEL=DIR",
+                        help="with --combined: a ladder's records' directory and its label")
     args = parser.parse_args(argv)
+    if args.combined:
+        ladders = [entry.partition("=")[::2] for entry in args.ladder]
+        if not ladders or any(not label or not directory for label, directory in ladders):
+            parser.error("--combined needs one --ladder LABEL=DIR or more, got "
+                         f"{args.ladder or 'none'}")
+        plot_curves([read_curve(directory, label) for label, directory in ladders],
+                    args.combined)
+        print(args.combined)
+        return
+    if not args.results or not args.report_dir:
+        parser.error("--results and --report_dir are required (or --combined and --ladder)")
     rows = verdicts(select(records.read(os.path.join(args.results, "finetune.jsonl")),
                            VERDICT_TASK, VERDICT_METRIC))
     print(verdict_table(rows))

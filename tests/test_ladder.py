@@ -482,6 +482,25 @@ def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
         "ladder_results.md"]
 
 
+def test_several_ladders_share_one_curve(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    small, wide = _hand_made(tmp_path / "small"), _hand_made(tmp_path / "wide")
+    drawn = []
+    monkeypatch.setattr(ladder_report.report, "_save", lambda fig, path: drawn.append(
+        (path, fig.axes[0].get_legend_handles_labels()[1])))
+    ladder_report.main(["--combined", str(tmp_path / "both.png"),
+                        "--ladder", f"small={small}", "--ladder", f"wide={wide}"])
+    (path, labels), = drawn
+    assert path == str(tmp_path / "both.png")
+    # Each ladder's objectives and random weights, under its own label.
+    for label in ("ELECTRA, small", "BERT (MLM), wide", "no pretraining, small",
+                  "no pretraining, wide"):
+        assert label in labels
+    with pytest.raises(SystemExit):
+        ladder_report.main(["--combined", str(tmp_path / "x.png"), "--ladder", str(small)])
+    assert "--combined needs one --ladder LABEL=DIR or more" in capsys.readouterr().err
+
+
 def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram_level(
         tmp_path):
     pytest.importorskip("matplotlib")

@@ -434,10 +434,9 @@ def _shown(path: str) -> str:
     return os.path.relpath(path, repo) if path.startswith(repo + os.sep) else path
 
 
-def read_curve(results_dir: str, label: str = "") -> Curve:
-    """The ladder's points on the curve, from its finetune.jsonl and baseline.jsonl."""
-    finetune = records.read(os.path.join(results_dir, "finetune.jsonl"))
-    baselines = records.read(os.path.join(results_dir, "baseline.jsonl"))
+def ladder_curve(finetune: Sequence[dict[str, Any]], baselines: Sequence[dict[str, Any]],
+                 label: str = "") -> Curve:
+    """A ladder's points on the curve, from its finetune.jsonl and baseline.jsonl lines."""
     rows = verdicts(select(finetune, VERDICT_TASK, VERDICT_METRIC))
     baseline = baseline_score(baselines, "accuracy")
     if baseline is None:
@@ -458,7 +457,7 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     curves = records.read(os.path.join(results_dir, "curves.jsonl"))
     no_context = pretraining_baselines(baselines)
     os.makedirs(report_dir, exist_ok=True)
-    points = read_curve(results_dir)
+    points = ladder_curve(finetune, baselines)
     rows = points.rows
     baseline = baseline_score(baselines, "accuracy")
     check = "" if baseline is None else (
@@ -531,8 +530,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not ladders or any(not label or not directory for label, directory in ladders):
             parser.error("--combined needs one --ladder LABEL=DIR or more, got "
                          f"{args.ladder or 'none'}")
-        plot_curves([read_curve(directory, label) for label, directory in ladders],
-                    args.combined)
+        plot_curves([ladder_curve(records.read(os.path.join(directory, "finetune.jsonl")),
+                                  records.read(os.path.join(directory, "baseline.jsonl")), label)
+                     for label, directory in ladders], args.combined)
         print(args.combined)
         return
     if not args.results or not args.report_dir:

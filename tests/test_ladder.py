@@ -612,7 +612,8 @@ def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
 
     second = run_script(*command, timeout=600)  # everything is recorded: nothing reruns
-    assert "pretraining" not in second.stdout and "fine-tuning" not in second.stdout
+    assert not re.search(r"^\[[\d:]+\] (pretraining|fine-tuning|probed) ", second.stdout,
+                         re.MULTILINE), second.stdout
     assert records.read(str(results / "finetune.jsonl")) == finetune
     assert re.search(r"the ladder is done", second.stdout)
 

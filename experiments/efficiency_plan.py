@@ -19,6 +19,18 @@ OBJECTIVES = ("electra", "mlm", *TABLE5_OBJECTIVES)
 PAPER_TABLE5 = {"electra": 85.0, "all_tokens_mlm": 84.3, "replace_mlm": 82.4,
                 "electra_15": 82.4, "mlm": 82.2}
 PRETRAIN_SEED = 1
+# Recipes that are an objective with some hparams changed, by the name their records carry:
+# (the objective, the hparams that differ from the budget's).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    # ELECTRA with a generator half the discriminator's width (the paper's Figure 3 tries 1/4
+    # to 1): the wide ladder's 1/4 generator stays at the no-context level
+    # (docs/reproduction.md, "The generator pilot").
+    "electra_half": ("electra", {"generator_hidden_size": 0.5}),
+}
+# How reports name each objective and variant.
+NAMES = {"electra": "ELECTRA", "electra_half": "ELECTRA, generator 1/2",
+         "electra_15": "ELECTRA 15%", "replace_mlm": "Replace MLM",
+         "all_tokens_mlm": "All-Tokens MLM", "mlm": "BERT (MLM)"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,13 +112,15 @@ class PretrainRun:
 
 def pretraining_hparams(budget: Budget, objective: str, steps: int,
                         save_every: int) -> dict[str, Any]:
+    """run_pretraining.py's hparams for `objective`, an objective or a VARIANTS name."""
+    objective, changed = VARIANTS.get(objective, (objective, {}))
     return {**budget.model_hparams(), "objective": objective,
             "generator_hidden_size": budget.generator_fraction,
             "max_seq_length": budget.seq_length, "train_batch_size": budget.batch_size,
             "num_train_steps": steps, "num_warmup_steps": round(budget.warmup_fraction * steps),
             "learning_rate": budget.learning_rate, "save_checkpoints_steps": save_every,
             "keep_checkpoint_max": 0, "iterations_per_loop": min(50, save_every),
-            "text_summary_steps": 0, "seed": PRETRAIN_SEED}
+            "text_summary_steps": 0, "seed": PRETRAIN_SEED, **changed}
 
 
 def step_flops(budget: Budget, data_dir: str, objective: str) -> float:

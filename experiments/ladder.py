@@ -94,7 +94,8 @@ class Ladder:
     max_flops: float = 0.0
     rungs: int = 1
     rung_steps: tuple[int, ...] = ()
-    objectives: tuple[str, ...] = OBJECTIVES  # the climbs
+    # The climbs: objectives, or variants of one (efficiency_plan.VARIANTS).
+    objectives: tuple[str, ...] = OBJECTIVES
     decay_fraction: float = 0.2  # each rung's last share, its decay branch
     warmup_fraction: float = 0.25  # of the smallest rung's FLOPs: the warmup, shared by all
     warmup_steps: int | None = None  # instead: the same steps for every objective
@@ -108,6 +109,11 @@ class Ladder:
     results: str | None = None  # the committed records' folder in experiments/results/
 
     def __post_init__(self) -> None:
+        unknown = set(self.objectives) - set(efficiency_plan.OBJECTIVES) - set(
+            efficiency_plan.VARIANTS)
+        if unknown:
+            raise ValueError(f"objectives {sorted(unknown)}: not an objective or a variant in "
+                             "experiments/efficiency_plan.py")
         if self.rung_steps and self.rungs != len(self.rung_steps):
             raise ValueError(f"rungs {self.rungs} != the {len(self.rung_steps)} rung_steps")
 
@@ -150,12 +156,13 @@ WIDE_LEARNING_RATE = 5e-4
 WIDE_WARMUP_STEPS = 500
 # The mixed ladder's text at that shape, its trunks the wide pilot's runs (forked from their
 # step 4,000 where kept): its rungs in BERT's steps, ELECTRA at BERT's FLOPs with the paper's
-# generator of 1/4 (docs/reproduction.md, "The wide ladder" and "ELECTRA on the wide ladder").
+# generator of 1/4 and with one of 1/2 (docs/reproduction.md, "The wide ladder", "ELECTRA on
+# the wide ladder" and "The generator pilot").
 LADDERS["mixed_wide"] = dataclasses.replace(
     LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
                                                  learning_rate=WIDE_LEARNING_RATE),
     min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000),
-    objectives=("mlm", "electra"),
+    objectives=("mlm", "electra", "electra_half"),
     warmup_steps=WIDE_WARMUP_STEPS, trunk_name="pilot_wide_{objective}_lr0.0005_w500",
     run_prefix="wide_", results="ladder_mixed_wide")
 

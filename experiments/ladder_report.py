@@ -18,7 +18,9 @@ words unseen in its training sentences (`unseen_accuracy`):
 - "pretraining transfers at B" when the better pretrained objective at B (the higher median)
   has a higher median than no pretraining and a two-sided Mann-Whitney U test over their seeds
   gives p < 0.05;
-- "ELECTRA beats BERT at B" when ELECTRA's median is higher than BERT's with p < 0.05.
+- "ELECTRA beats BERT at B" when ELECTRA's median is higher than BERT's with p < 0.05; every
+  other objective the ladder climbs (an ELECTRA variant, a Table 5 objective) is compared with
+  BERT the same way.
 With 5 seeds a side the smallest possible p is 0.008; with 3, 0.1 (never a verdict).
 """
 
@@ -29,20 +31,31 @@ import collections
 import dataclasses
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import efficiency_plan  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 
 VERDICT_TASK, VERDICT_METRIC = "pos", "unseen_accuracy"
 NONE = "none"
-NAMES = {"electra": "ELECTRA", "mlm": "BERT (MLM)", NONE: "no pretraining"}
+BERT = "mlm"  # every other objective is compared with it
+NAMES = {**efficiency_plan.NAMES, NONE: "no pretraining"}
+# Each objective's colour on the curves; the tables' and legends' order.
+COLORS = {"electra": "tab:blue", "electra_half": "tab:green", "electra_15": "tab:purple",
+          "replace_mlm": "tab:brown", "all_tokens_mlm": "tab:pink", BERT: "tab:orange"}
 # The report's tables: (task, metric) in this order, those with records.
 SHOWN = (("pos", "unseen_accuracy"), ("pos", "accuracy"), ("sst", "accuracy"))
+
+
+def ordered(objectives: Iterable[str]) -> list[str]:
+    """Objectives in the reports' order (COLORS'), any others after it by name."""
+    known = list(COLORS)
+    return sorted(set(objectives), key=lambda o: (known.index(o) if o in known else len(known), o))
 
 
 @dataclasses.dataclass
@@ -92,10 +105,9 @@ def select(lines: Sequence[dict[str, Any]], task: str, metric: str) -> dict[tupl
 
 @dataclasses.dataclass
 class Budget:
-    """One rung: ELECTRA's and BERT's scores there (either may be missing yet)."""
+    """One rung: the scores there of each pretrained objective that has them yet."""
     flops: float
-    electra: Scores | None
-    bert: Scores | None
+    models: dict[str, Scores]
 
 
 def _same_budget(a: Scores, b: Scores) -> bool:
@@ -106,35 +118,46 @@ def _same_budget(a: Scores, b: Scores) -> bool:
 
 
 def budgets(scores: dict[tuple, Scores]) -> list[Budget]:
-    """ELECTRA's and BERT's checkpoints paired by FLOPs (one budget's), smallest first."""
-    by_objective = {o: sorted((s for s in scores.values() if s.objective == o),
-                              key=lambda s: s.pretrain_flops) for o in ("electra", "mlm")}
-    pairs: list[Budget] = []
-    unmatched = list(by_objective["mlm"])
-    for e in by_objective["electra"]:
-        match = next((b for b in unmatched if _same_budget(e, b)), None)
-        if match is not None:
-            unmatched.remove(match)
-        pairs.append(Budget(e.pretrain_flops, e, match))
-    pairs += [Budget(b.pretrain_flops, None, b) for b in unmatched]
-    return sorted(pairs, key=lambda b: b.flops)
+    """The pretrained checkpoints grouped by FLOPs (one budget's), smallest first."""
+    out: list[Budget] = []
+    for s in sorted((s for s in scores.values() if s.objective != NONE),
+                    key=lambda s: s.pretrain_flops):
+        budget = next((b for b in out if s.objective not in b.models and
+                       all(_same_budget(s, other) for other in b.models.values())), None)
+        if budget is None:
+            out.append(Budget(s.pretrain_flops, {s.objective: s}))
+        else:
+            budget.models[s.objective] = s
+    return out
+
+
+@dataclasses.dataclass
+class Comparison:
+    """One objective against BERT at a budget, by the rule."""
+    p: float
+    wins: bool  # its median is the higher, with p < 0.05
+    verdict: str  # the winner's name, or "no difference"
 
 
 @dataclasses.dataclass
 class Verdict:
     flops: float
-    electra: Scores | None
-    bert: Scores | None
+    models: dict[str, Scores]  # by objective
     none: Scores | None
     better: Scores | None  # the pretrained objective with the higher median
     transfer_p: float | None
     transfers: bool
-    electra_bert_p: float | None
-    electra_beats_bert: bool
-    # The rule's words (docs/reproduction.md): "transfers", "hurts" or "no difference";
-    # "ELECTRA", "BERT" or "no difference".
+    # The rule's words (docs/reproduction.md): "transfers", "hurts" or "no difference".
     transfer_verdict: str = "-"
-    objective_verdict: str = "-"
+    against_bert: dict[str, Comparison] = dataclasses.field(default_factory=dict)
+
+
+def compare(a: Scores, b: Scores) -> Comparison:
+    p, significant = report.exceeds_noise(a.test, b.test)
+    if not significant or a.median == b.median:
+        return Comparison(p, False, "no difference")
+    winner = a if a.median > b.median else b
+    return Comparison(p, winner is a, NAMES.get(winner.objective, winner.objective))
 
 
 def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
@@ -142,26 +165,21 @@ def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
     none = scores.get((NONE, 0))
     out = []
     for b in budgets(scores):
-        present = [s for s in (b.electra, b.bert) if s is not None]
+        present = list(b.models.values())
         # The higher median; a tie goes to the higher mean.
-        better = max(present, key=lambda s: (s.median, float(np.mean(s.test)))) \
-            if present else None
+        better = max(present, key=lambda s: (s.median, float(np.mean(s.test))))
         transfer_p, transfers, transfer_verdict = None, False, "-"
-        if better is not None and none is not None:
+        if none is not None:
             transfer_p, significant = report.exceeds_noise(better.test, none.test)
             transfers = significant and better.median > none.median
             transfer_verdict = "no difference" if not significant or \
                 better.median == none.median else \
                 "transfers" if transfers else "hurts"
-        electra_bert_p, electra_wins, objective_verdict = None, False, "-"
-        if b.electra is not None and b.bert is not None:
-            electra_bert_p, significant = report.exceeds_noise(b.electra.test, b.bert.test)
-            electra_wins = significant and b.electra.median > b.bert.median
-            objective_verdict = "no difference" if not significant or \
-                b.electra.median == b.bert.median else \
-                "ELECTRA" if electra_wins else "BERT"
-        out.append(Verdict(b.flops, b.electra, b.bert, none, better, transfer_p, transfers,
-                           electra_bert_p, electra_wins, transfer_verdict, objective_verdict))
+        bert = b.models.get(BERT)
+        against = {} if bert is None else {
+            objective: compare(s, bert) for objective, s in b.models.items() if s is not bert}
+        out.append(Verdict(b.flops, dict(b.models), none, better, transfer_p, transfers,
+                           transfer_verdict, against))
     return out
 
 
@@ -177,9 +195,7 @@ def collapsed(verdict: Verdict, finetune: Sequence[dict[str, Any]],
     if baseline is None:
         return []
     out = []
-    for scores in (verdict.electra, verdict.bert):
-        if scores is None:
-            continue
+    for scores in (verdict.models[o] for o in ordered(verdict.models)):
         overall = [r["score"] for r in finetune if r["task"] == VERDICT_TASK and
                    r["split"] == "test" and r["metric"] == "accuracy" and
                    r["objective"] == scores.objective and
@@ -209,19 +225,26 @@ def _bold(verdict: str) -> str:
 
 
 def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) -> str:
-    """The rule's verdicts; `collapses` (per row, from collapsed()) adds a column naming the
-    models that tag every word with the most frequent tag."""
-    lines = ["| budget (FLOPs) | ELECTRA (steps) | BERT (steps) | no pretraining | "
-             "pretraining against none (p) | which objective is ahead (p) |"
-             + (" collapsed to the most frequent tag |" if collapses else ""),
-             "|---|---|---|---|---|---|" + ("---|" if collapses else "")]
+    """The rule's verdicts: a column per pretrained objective, and one per objective compared
+    with BERT; `collapses` (per row, from collapsed()) adds a column naming the models that
+    tag every word with the most frequent tag."""
+    objectives = ordered(o for v in rows for o in v.models)
+    challengers = ordered(o for v in rows for o in v.against_bert)
+    header = ([f"{NAMES.get(o, o)} (steps)" for o in objectives]
+              + ["no pretraining", "pretraining against none (p)"]
+              + [f"{NAMES.get(o, o)} against BERT (p)" for o in challengers]
+              + (["collapsed to the most frequent tag"] if collapses else []))
+    lines = ["| budget (FLOPs) | " + " | ".join(header) + " |",
+             "|---|" + "---|" * len(header)]
     for i, v in enumerate(rows):
-        steps = [f" ({s.pretrain_steps})" if s is not None else "" for s in (v.electra, v.bert)]
-        lines.append(
-            f"| {v.flops:.2g} | {_cell(v.electra)}{steps[0]} | {_cell(v.bert)}{steps[1]} | "
-            f"{_cell(v.none)} | {_bold(v.transfer_verdict)} ({_p(v.transfer_p)}) | "
-            f"{_bold(v.objective_verdict)} ({_p(v.electra_bert_p)}) |"
-            + (f" {', '.join(collapses[i]) or '-'} |" if collapses else ""))
+        cells = [f"{_cell(v.models[o])} ({v.models[o].pretrain_steps})" if o in v.models
+                 else "-" for o in objectives]
+        cells += [_cell(v.none), f"{_bold(v.transfer_verdict)} ({_p(v.transfer_p)})"]
+        cells += [f"{_bold(v.against_bert[o].verdict)} ({_p(v.against_bert[o].p)})"
+                  if o in v.against_bert else "- (-)" for o in challengers]
+        if collapses:
+            cells.append(", ".join(collapses[i]) or "-")
+        lines.append(f"| {v.flops:.2g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -289,7 +312,7 @@ LADDER_STYLES = (("-", "o"), ("--", "s"), (":", "^"))
 
 
 def plot_curves(curves: Sequence[Curve], path: str) -> None:
-    """pos unseen-word test accuracy against pretraining FLOPs: ELECTRA, BERT (median, IQR),
+    """pos unseen-word test accuracy against pretraining FLOPs: each objective (median, IQR),
     no pretraining (median line, IQR band); the most-frequent-tag tagger's score (dotted) and
     the collapsed models (crossed) when known. Several ladders share the axes, each in its own
     line style and marker, its label after each name."""
@@ -305,20 +328,18 @@ def plot_curves(curves: Sequence[Curve], path: str) -> None:
     for curve, (linestyle, marker) in zip(curves, LADDER_STYLES):
         suffix = f", {curve.label}" if curve.label else ""
         rows = curve.rows
-        for attribute, color in (("electra", "tab:blue"), ("bert", "tab:orange")):
-            points = [getattr(v, attribute) for v in rows if getattr(v, attribute) is not None]
-            if not points:
-                continue
-            name = NAMES["electra" if attribute == "electra" else "mlm"]
+        for objective in ordered(o for v in rows for o in v.models):
+            points = [v.models[objective] for v in rows if objective in v.models]
+            name = NAMES.get(objective, objective)
             y = [s.median for s in points]
             low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
             high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
             ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker=marker,
-                        linestyle=linestyle, capsize=3, color=color, label=name + suffix)
-            crossed = [(v.flops, getattr(v, attribute).median)
+                        linestyle=linestyle, capsize=3, color=COLORS.get(objective),
+                        label=name + suffix)
+            crossed = [(v.flops, v.models[objective].median)
                        for v, names in zip(rows, curve.collapses)
-                       if getattr(v, attribute) is not None and
-                       any(n.startswith(name + " (") for n in names)]
+                       if objective in v.models and any(n.startswith(name + " (") for n in names)]
             if crossed:
                 ax.scatter(*zip(*crossed), marker="x", s=120, color="black", zorder=3,
                            label=None if crossed_labelled else "collapsed to the most frequent tag")
@@ -336,8 +357,7 @@ def plot_curves(curves: Sequence[Curve], path: str) -> None:
     ax.set_xscale("log")
     # A decade either side at least, so that one or two budgets still get decade ticks
     # rather than crowded labels inside a fraction of a decade.
-    flops = [s.pretrain_flops for c in curves for v in c.rows for s in (v.electra, v.bert)
-             if s is not None]
+    flops = [s.pretrain_flops for c in curves for v in c.rows for s in v.models.values()]
     if flops:
         ax.set_xlim(min(flops) / 3, max(flops) * 3)
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -408,15 +428,15 @@ def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict
 
     fig, axes = plt.subplots(1, len(PRETRAINING_SHOWN), figsize=(12, 3.6))
     for ax, (tag, label) in zip(axes, PRETRAINING_SHOWN):
-        for objective, color in (("electra", "tab:blue"), ("mlm", "tab:orange")):
+        for objective in ordered(r["objective"] for r in curves):
             for model in sorted({r["model"] for r in curves if r["objective"] == objective}):
                 points = sorted((r["pretrain_flops"], r["scalars"][tag]) for r in curves
                                 if r["model"] == model and tag in r["scalars"])
                 if points:
-                    trunk = model.startswith("trunk_")
-                    ax.plot(*zip(*points), color=color, linewidth=1.2 if trunk else 0.8,
-                            alpha=1.0 if trunk else 0.6,
-                            label=NAMES[objective] if trunk else None)
+                    trunk = any(r["kind"] == "trunk" for r in curves if r["model"] == model)
+                    ax.plot(*zip(*points), color=COLORS.get(objective),
+                            linewidth=1.2 if trunk else 0.8, alpha=1.0 if trunk else 0.6,
+                            label=NAMES.get(objective, objective) if trunk else None)
         draw_no_context(ax, baselines, tag)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())

@@ -154,6 +154,31 @@ def test_trunk_and_branch_hparams_are_valid_wsd_runs():
     assert trunk.learning_rate == branch.learning_rate == 1e-3
 
 
+def test_a_variant_climbs_as_its_objective_with_its_own_hparams_and_name(tmp_path):
+    """The wide ladder's second ELECTRA: the objective electra with a generator of 1/2, its
+    records and trunk under its own name, at BERT's FLOPs like the first."""
+    from electra_tf import config, flops
+
+    wide = ladder.LADDERS["mixed_wide"]
+    (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(8000)) + "\n")
+    bert, quarter, half = ladder.plan(wide, str(tmp_path))
+    assert (quarter.objective, half.objective) == ("electra", "electra_half")
+    assert half.trunk == "pilot_wide_electra_half_lr0.0005_w500"
+    assert half.rungs[0].name == "wide_electra_half_" + str(half.rungs[0].steps)
+    hparams = ladder.pretraining_hparams(wide, half, 1000, 0)
+    built = config.from_hparams("h", str(tmp_path), hparams)
+    assert built.objective == "electra" and built.generator_hidden_size == 0.5
+    assert {k: v for k, v in hparams.items() if k != "generator_hidden_size"} == {
+        k: v for k, v in ladder.pretraining_hparams(wide, quarter, 1000, 0).items()
+        if k != "generator_hidden_size"}
+    # A wider generator costs more a step, so fewer steps reach the same FLOPs.
+    assert half.step_flops == flops.pretraining_step_flops(built) > quarter.step_flops
+    for climb in (quarter, half):
+        assert abs(climb.rungs[0].flops - bert.rungs[0].flops) <= climb.step_flops / 2
+    with pytest.raises(ValueError, match="not an objective or a variant"):
+        dataclasses.replace(wide, objectives=("mlm", "electra_third"))
+
+
 def test_rungs_too_close_for_their_decays_are_refused():
     crowded = ladder.Ladder(budget=efficiency_plan.BUDGETS["smoke"], min_flops=1e10,
                             max_flops=1.05e10, rungs=3, tasks=())
@@ -444,22 +469,50 @@ def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     first, second, third = rows
     assert first.better.objective == "mlm" and first.transfers
     assert first.transfer_p == pytest.approx(0.0079, abs=1e-4)
-    assert not first.electra_beats_bert and first.electra_bert_p < 0.05  # BERT is the higher
+    electra = first.against_bert["electra"]
+    assert not electra.wins and electra.p < 0.05  # BERT is the higher
     assert second.better.objective == "electra" and second.transfers
-    assert second.electra_beats_bert and second.electra_bert_p == pytest.approx(0.028, abs=1e-3)
-    assert third.electra is None and third.better.objective == "mlm"
+    electra = second.against_bert["electra"]
+    assert electra.wins and electra.p == pytest.approx(0.028, abs=1e-3)
+    assert set(third.models) == {"mlm"} and third.better.objective == "mlm"
     assert not third.transfers and third.transfer_p > 0.05  # 34 against 32: noise
-    assert [(v.transfer_verdict, v.objective_verdict) for v in rows] == [
-        ("transfers", "BERT"), ("transfers", "ELECTRA"), ("no difference", "-")]
+    assert [(v.transfer_verdict, {o: c.verdict for o, c in v.against_bert.items()})
+            for v in rows] == [("transfers", {"electra": "BERT (MLM)"}),
+                               ("transfers", {"electra": "ELECTRA"}), ("no difference", {})]
     table = ladder_report.verdict_table(rows)
     assert "| 1e+13 | 32.0 [31.0, 33.0] (30.0-35.0) (lr 0.001) (10) |" in table
-    assert table.count("**transfers**") == 2 and "**BERT** (" in table and \
+    assert "| ELECTRA against BERT (p) |" in table.splitlines()[0]
+    assert table.count("**transfers**") == 2 and "**BERT (MLM)** (" in table and \
         "**ELECTRA** (" in table
     # Below no pretraining beyond the noise, the rule says pretraining hurts.
     worse = {key: dataclasses.replace(value, test=[t - 30 for t in value.test])
              if key[0] == "mlm" else value for key, value in scores.items()
              if key[0] != "electra"}
     assert ladder_report.verdicts(worse)[0].transfer_verdict == "hurts"
+
+
+def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tmp_path):
+    path = _hand_made(tmp_path)
+    # A second ELECTRA recipe at budgets 1 and 2 (FLOPs within half a step of the others'),
+    # beyond the noise above BERT at the first and level with it at the second.
+    records.append(str(path / "finetune.jsonl"),
+                   _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
+                   + _runs("electra_half", 180, 2.01e13, 1e-3, [45] * 5, [44, 45, 46, 47, 51]))
+    scores = ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
+                                  "unseen_accuracy")
+    first, second, third = ladder_report.verdicts(scores)
+    assert set(first.models) == set(second.models) == {"electra", "electra_half", "mlm"}
+    assert first.better.objective == "electra_half"
+    assert first.against_bert["electra_half"].verdict == "ELECTRA, generator 1/2"
+    assert second.against_bert["electra_half"].verdict == "no difference"
+    assert first.against_bert["electra"].verdict == "BERT (MLM)"
+    table = ladder_report.verdict_table([first, second, third])
+    header = table.splitlines()[0]
+    assert header.index("| ELECTRA (steps)") < header.index("| ELECTRA, generator 1/2 (steps)") \
+        < header.index("| BERT (MLM) (steps)")
+    assert "| ELECTRA, generator 1/2 against BERT (p) |" in header
+    # The budget BERT alone has reached shows no comparison yet.
+    assert table.splitlines()[-1].endswith("| - (-) | - (-) |")
 
 
 def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
@@ -660,5 +713,7 @@ def test_the_full_ladder_writes_its_records_into_the_repository():
     assert args.objectives == ("electra", "mlm")
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide", "--objectives",
                               "electra"]).objectives == ("electra",)
+    assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide"]).objectives == (
+        "mlm", "electra", "electra_half")
     assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
         "x/results")

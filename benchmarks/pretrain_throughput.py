@@ -129,17 +129,21 @@ def random_batch(batch_size: int, seq_length: int, seed: int = SEED) -> dict[str
 
 
 # The models this benchmark times: ELECTRA-Small at its paper's batch, and the reproduction's
-# miniature (experiments/efficiency_plan.BUDGETS["full"]: tests/test_benchmarks.py checks that
-# they agree), the shape most of this machine's pretraining time goes to.
+# miniature (experiments/efficiency_plan.BUDGETS["full"]) and wide ladder's model
+# (experiments/ladder.LADDERS["mixed_wide"]), the shapes most of this machine's pretraining
+# time goes to (tests/test_benchmarks.py checks that they agree).
+MINIATURE = {"model_size": "small", "vocab_size": 8192, "embedding_size": 128,
+             "generator_hidden_size": 0.25,
+             "model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 4,
+                                        "num_attention_heads": 2, "intermediate_size": 512}}
 MODELS = {
     "small": {"model_size": "small", "vocab_size": 30522},
-    "miniature": {"model_size": "small", "vocab_size": 8192, "embedding_size": 128,
-                  "generator_hidden_size": 0.25,
-                  "model_hparam_overrides": {"hidden_size": 128, "num_hidden_layers": 4,
-                                             "num_attention_heads": 2,
-                                             "intermediate_size": 512}},
+    "miniature": MINIATURE,
+    "wide": {**MINIATURE, "model_hparam_overrides": {
+        "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "intermediate_size": 1024}},
 }
-BATCH_SIZES = {"small": 128, "miniature": 32}
+BATCH_SIZES = {"small": 128, "miniature": 32, "wide": 128}
 
 
 def model_config(model: str, batch_size: int, seq_length: int, precision: str,
@@ -483,21 +487,23 @@ def format_peaks(label: str, peaks: dict[int, float]) -> str:
 
 
 JIT = {"auto": None, "on": True, "off": False}  # --jit_compile -> the jit_compile hparam
-STEPS = {"small": 3, "miniature": 30}  # timed steps by default: a few seconds of each
-TITLES = {"small": "ELECTRA-Small", "miniature": "The reproduction's miniature"}
+STEPS = {"small": 3, "miniature": 30, "wide": 5}  # timed steps by default: seconds of each
+TITLES = {"small": "ELECTRA-Small", "miniature": "The reproduction's miniature",
+          "wide": "The wide ladder's model"}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="small", choices=sorted(MODELS),
                         help="small: ELECTRA-Small; miniature: the reproduction's model "
-                             "(experiments/efficiency_plan.py, budget full)")
+                             "(experiments/efficiency_plan.py, budget full); wide: the wide "
+                             "ladder's (experiments/ladder.py, mixed_wide)")
     parser.add_argument("--batch_size", type=int, default=None,
-                        help="default: 128 for small, 32 for miniature")
+                        help="default: 128 for small and wide, 32 for miniature")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=None,
                         help="timed steps after one warm-up step; the median is reported "
-                             "(default: 3 for small, 30 for miniature)")
+                             "(default: 3 for small, 30 for miniature, 5 for wide)")
     parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"),
                         help="precision policy of our model")
     parser.add_argument("--also_bf16", action="store_true",

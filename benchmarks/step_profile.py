@@ -7,6 +7,7 @@ Run from the repository root, on an otherwise idle machine:
   python benchmarks/step_profile.py                    # the miniature at batch 32, all cores
   python benchmarks/step_profile.py --processes 2      # the threads one of 2 side-by-side runs gets
   python benchmarks/step_profile.py --model small      # ELECTRA-Small at batch 128
+  python benchmarks/step_profile.py --model wide       # the wide ladder's model at batch 128
   python benchmarks/step_profile.py --precision mixed_bfloat16   # the bfloat16 step
   python benchmarks/step_profile.py --onednn_verbose   # oneDNN's own log instead (below)
 
@@ -213,9 +214,10 @@ def profiled_into(directory: str) -> Iterator[None]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="miniature", choices=("miniature", "small"))
+    parser.add_argument("--model", default="miniature", choices=("miniature", "small", "wide"),
+                        help="benchmarks/pretrain_throughput.py's MODELS")
     parser.add_argument("--batch_size", type=int, default=None,
-                        help="default: 32 for miniature, 128 for small")
+                        help="default: 32 for miniature, 128 for small and wide")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--processes", type=int, default=1,
                         help="profile with the threads one of this many processes side by side "

@@ -22,21 +22,22 @@ def test_electra_small_step_flops_are_the_documented_ones():
     assert (round(ours / 1e9), round(peer / 1e9)) == (1150, 1478)  # docs/performance.md
 
 
-def test_the_miniature_is_the_reproductions_model():
+@pytest.mark.parametrize("model, ladder_name", [("miniature", "full"), ("wide", "mixed_wide")])
+def test_the_benchmarks_models_are_the_ladders(model, ladder_name):
     sys.path.insert(0, str(REPO / "experiments"))
-    import efficiency_plan
+    import ladder
     from electra_tf import config as config_lib
 
-    budget = efficiency_plan.BUDGETS["full"]  # the ladder's model, batch and vocabulary size
-    ladder = config_lib.from_hparams("ladder", "/tmp/nodata", {
-        **efficiency_plan.pretraining_hparams(budget, "electra", 1, 1),
+    budget = ladder.LADDERS[ladder_name].budget  # the ladder's model, batch and vocabulary size
+    theirs = config_lib.from_hparams("ladder", "/tmp/nodata", {
+        **ladder.efficiency_plan.pretraining_hparams(budget, "electra", 1, 1),
         "vocab_size": budget.vocab_size})
     ours = pretrain_throughput.model_config(
-        "miniature", pretrain_throughput.BATCH_SIZES["miniature"], budget.seq_length, "float32")
+        model, pretrain_throughput.BATCH_SIZES[model], budget.seq_length, "float32")
     for read in (config_lib.PretrainingConfig.bert_config,
                  config_lib.PretrainingConfig.generator_bert_config,
                  config_lib.PretrainingConfig.resolved_embedding_size):
-        assert read(ours) == read(ladder)
+        assert read(ours) == read(theirs)
     assert (ours.train_batch_size, ours.max_seq_length) == (budget.batch_size, budget.seq_length)
 
 

@@ -96,6 +96,9 @@ class Ladder:
     rung_steps: tuple[int, ...] = ()
     # The climbs: objectives, or variants of one (efficiency_plan.VARIANTS).
     objectives: tuple[str, ...] = OBJECTIVES
+    # Those of them that climb at ELECTRA's steps rather than at the rungs' FLOPs: the paper's
+    # Table 5 compares its objectives at equal steps.
+    equal_steps: tuple[str, ...] = ()
     decay_fraction: float = 0.2  # each rung's last share, its decay branch
     warmup_fraction: float = 0.25  # of the smallest rung's FLOPs: the warmup, shared by all
     warmup_steps: int | None = None  # instead: the same steps for every objective
@@ -114,6 +117,10 @@ class Ladder:
         if unknown:
             raise ValueError(f"objectives {sorted(unknown)}: not an objective or a variant in "
                              "experiments/efficiency_plan.py")
+        if set(self.equal_steps) - set(self.objectives) or \
+                (self.equal_steps and "electra" not in self.objectives):
+            raise ValueError(f"equal_steps {self.equal_steps} must be among the objectives "
+                             f"{self.objectives}, which must hold electra")
         if self.rung_steps and self.rungs != len(self.rung_steps):
             raise ValueError(f"rungs {self.rungs} != the {len(self.rung_steps)} rung_steps")
 
@@ -156,14 +163,15 @@ WIDE_LEARNING_RATE = 5e-4
 WIDE_WARMUP_STEPS = 500
 # The mixed ladder's text at that shape, its trunks the wide pilot's runs (forked from their
 # step 4,000 where kept): its rungs in BERT's steps, ELECTRA at BERT's FLOPs with the paper's
-# generator of 1/4 and with one of 1/2 (docs/reproduction.md, "The wide ladder", "ELECTRA on
-# the wide ladder" and "The generator pilot").
+# generator of 1/4 and with one of 1/2, and the Table 5 objectives at ELECTRA's steps, where
+# BERT's first rung showed transfer (docs/reproduction.md, "The wide ladder", "ELECTRA on the
+# wide ladder", "The generator pilot" and "Table 5 on the wide ladder").
 LADDERS["mixed_wide"] = dataclasses.replace(
     LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
                                                  learning_rate=WIDE_LEARNING_RATE),
     min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000),
-    objectives=("mlm", "electra", "electra_half"),
-    warmup_steps=WIDE_WARMUP_STEPS, trunk_name="pilot_wide_{objective}_lr0.0005_w500",
+    objectives=("mlm", "electra", "electra_half", *efficiency_plan.TABLE5_OBJECTIVES),
+    equal_steps=efficiency_plan.TABLE5_OBJECTIVES, warmup_steps=WIDE_WARMUP_STEPS, trunk_name="pilot_wide_{objective}_lr0.0005_w500",
     run_prefix="wide_", results="ladder_mixed_wide")
 
 
@@ -211,11 +219,18 @@ def plan(ladder: Ladder, data_dir: str) -> list[Climb]:
     """Each objective's steps at every rung: the whole number of its steps closest to the
     rung's FLOPs, so ELECTRA and BERT differ by less than half a step there; the warmup and
     the decay are the same FLOPs (shares) for both, unless the ladder sets the warmup's
-    steps."""
+    steps. The ladder's `equal_steps` objectives take ELECTRA's steps, warmup and decays."""
     climbs = []
     budgets = ladder.rung_flops(data_dir)
-    for objective in ladder.objectives:
+    by_flops = [o for o in ladder.objectives if o not in ladder.equal_steps]
+    for objective in by_flops + [o for o in ladder.objectives if o in ladder.equal_steps]:
         flops = efficiency_plan.step_flops(ladder.budget, data_dir, objective)
+        if objective in ladder.equal_steps:
+            electra = next(c for c in climbs if c.objective == "electra")
+            climbs.append(Climb(objective, flops, electra.warmup_steps, tuple(
+                dataclasses.replace(r, objective=objective, step_flops=flops)
+                for r in electra.rungs), ladder.trunk_name.format(objective=objective)))
+            continue
         warmup = ladder.warmup_steps or round(ladder.warmup_fraction * budgets[0] / flops)
         rungs = []
         for index, budget in enumerate(budgets):

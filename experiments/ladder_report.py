@@ -47,6 +47,9 @@ BERT = "mlm"  # every other objective is compared with it
 # The objectives the rule's first verdict (transfer) chooses from, as it was written; the
 # others a ladder climbs are only compared with BERT (docs/reproduction.md).
 TRANSFER_CANDIDATES = ("electra", BERT)
+# Climbed at ELECTRA's steps, as the paper's Table 5 compares them: compared with ELECTRA at its
+# steps, not with BERT at equal FLOPs.
+AT_ELECTRAS_STEPS = efficiency_plan.TABLE5_OBJECTIVES
 NAMES = {**efficiency_plan.NAMES, NONE: "no pretraining"}
 # Each objective's colour on the curves; the tables' and legends' order.
 COLORS = {"electra": "tab:blue", "electra_half": "tab:green", "electra_15": "tab:purple",
@@ -121,9 +124,11 @@ def _same_budget(a: Scores, b: Scores) -> bool:
 
 
 def budgets(scores: dict[tuple, Scores]) -> list[Budget]:
-    """The pretrained checkpoints grouped by FLOPs (one budget's), smallest first."""
+    """The pretrained checkpoints grouped by FLOPs (one budget's), smallest first; those
+    climbed at ELECTRA's steps are left to table5()."""
     out: list[Budget] = []
-    for s in sorted((s for s in scores.values() if s.objective != NONE),
+    for s in sorted((s for s in scores.values()
+                     if s.objective != NONE and s.objective not in AT_ELECTRAS_STEPS),
                     key=lambda s: s.pretrain_flops):
         budget = next((b for b in out if s.objective not in b.models and
                        all(_same_budget(s, other) for other in b.models.values())), None)
@@ -185,6 +190,49 @@ def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
         out.append(Verdict(b.flops, dict(b.models), none, better, transfer_p, transfers,
                            transfer_verdict, against))
     return out
+
+
+@dataclasses.dataclass
+class Table5Row:
+    """ELECTRA at one of its rungs, and each objective climbed at its steps, compared with it."""
+    electra: Scores
+    models: dict[str, Scores]
+    against_electra: dict[str, Comparison]
+
+
+def table5(scores: dict[tuple, Scores]) -> list[Table5Row]:
+    """Every ELECTRA rung some objective of AT_ELECTRAS_STEPS reached, by steps."""
+    rows = []
+    for (objective, steps), electra in sorted(scores.items()):
+        others = {o: scores[(o, steps)] for o in AT_ELECTRAS_STEPS if (o, steps) in scores}
+        if objective == "electra" and others:
+            rows.append(Table5Row(electra, others,
+                                  {o: compare(s, electra) for o, s in others.items()}))
+    return rows
+
+
+def table5_table(rows: Sequence[Table5Row]) -> str:
+    """Table 5's objectives beside ELECTRA at its steps, each with the rule's test against it,
+    and the paper's GLUE score for each (its ELECTRA-Base-sized models)."""
+    objectives = ordered(o for r in rows for o in r.models)
+    header = ["ELECTRA's steps (FLOPs)", "ELECTRA"] + [
+        cell for o in objectives for cell in (f"{NAMES.get(o, o)} (FLOPs)", "against ELECTRA (p)")]
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for r in rows:
+        cells = [f"{r.electra.pretrain_steps} ({r.electra.pretrain_flops:.3g})",
+                 _cell(r.electra)]
+        for o in objectives:
+            if o in r.models:
+                c = r.against_electra[o]
+                cells += [f"{_cell(r.models[o])} ({r.models[o].pretrain_flops:.3g})",
+                          f"{_bold(c.verdict)} ({_p(c.p)})"]
+            else:
+                cells += ["-", "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    paper = ", ".join(f"{NAMES[o]} {efficiency_plan.PAPER_TABLE5[o]}" for o in
+                      sorted(efficiency_plan.PAPER_TABLE5, key=efficiency_plan.PAPER_TABLE5.get,
+                             reverse=True))
+    return "\n".join(lines) + f"\n\nThe paper's Table 5 (GLUE dev, ELECTRA-Base-sized): {paper}."
 
 
 # A tagger within this many points of the most-frequent-tag baseline's accuracy has collapsed
@@ -504,6 +552,14 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
         "one whose median is higher with p < 0.05 (docs/reproduction.md, \"The budget "
         "ladder's decision rule\")." + check + "\n\n" + verdict_table(rows, points.collapses),
     ]
+    table5_rows = table5(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    if table5_rows:
+        sections.append(
+            f"## Table 5 at ELECTRA's steps ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
+            "The objectives of the paper's Table 5, each pretrained for ELECTRA's steps at a "
+            "rung (its FLOPs differ), against ELECTRA there by the rule's test: the winner "
+            "when its median is higher with p < 0.05, else *no difference*.\n\n"
+            + table5_table(table5_rows))
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)
         if scores:

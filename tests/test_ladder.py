@@ -161,7 +161,7 @@ def test_a_variant_climbs_as_its_objective_with_its_own_hparams_and_name(tmp_pat
 
     wide = ladder.LADDERS["mixed_wide"]
     (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(8000)) + "\n")
-    bert, quarter, half = ladder.plan(wide, str(tmp_path))
+    bert, quarter, half = ladder.plan(wide, str(tmp_path))[:3]
     assert (quarter.objective, half.objective) == ("electra", "electra_half")
     assert half.trunk == "pilot_wide_electra_half_lr0.0005_w500"
     assert half.rungs[0].name == "wide_electra_half_" + str(half.rungs[0].steps)
@@ -177,6 +177,29 @@ def test_a_variant_climbs_as_its_objective_with_its_own_hparams_and_name(tmp_pat
         assert abs(climb.rungs[0].flops - bert.rungs[0].flops) <= climb.step_flops / 2
     with pytest.raises(ValueError, match="not an objective or a variant"):
         dataclasses.replace(wide, objectives=("mlm", "electra_third"))
+
+
+def test_table5_objectives_climb_at_electras_steps(tmp_path):
+    from electra_tf import config
+
+    wide = ladder.LADDERS["mixed_wide"]
+    (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(8000)) + "\n")
+    climbs = {c.objective: c for c in ladder.plan(wide, str(tmp_path))}
+    electra = climbs["electra"]
+    for objective in efficiency_plan.TABLE5_OBJECTIVES:
+        climb = climbs[objective]
+        assert [(r.steps, r.fork, r.decay_steps) for r in climb.rungs] == [
+            (r.steps, r.fork, r.decay_steps) for r in electra.rungs]
+        assert climb.warmup_steps == electra.warmup_steps
+        assert climb.rungs[0].name == f"wide_{objective}_{electra.rungs[0].steps}"
+        built = config.from_hparams("t", str(tmp_path),
+                                    ladder.pretraining_hparams(wide, climb, 1000, 0))
+        assert built.objective == objective and built.generator_hidden_size == 0.25
+    # Their own FLOPs: All-Tokens MLM's output layer at every position costs more.
+    assert climbs["all_tokens_mlm"].rungs[0].flops > 1.2 * electra.rungs[0].flops
+    assert climbs["electra_15"].rungs[0].flops == electra.rungs[0].flops
+    with pytest.raises(ValueError, match="must be among the objectives"):
+        dataclasses.replace(wide, objectives=("mlm", "replace_mlm"))
 
 
 def test_rungs_too_close_for_their_decays_are_refused():
@@ -491,15 +514,20 @@ def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     assert ladder_report.verdicts(worse)[0].transfer_verdict == "hurts"
 
 
-def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tmp_path):
+def _hand_made_and(tmp_path, lines):
+    """The hand-made records and `lines`: their folder and pos unseen-word scores."""
     path = _hand_made(tmp_path)
+    records.append(str(path / "finetune.jsonl"), lines)
+    return path, ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
+                                      "unseen_accuracy")
+
+
+def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tmp_path):
     # A second ELECTRA recipe at budgets 1 and 2 (FLOPs within half a step of the others'),
     # beyond the noise above BERT at the first and level with it at the second.
-    records.append(str(path / "finetune.jsonl"),
-                   _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
-                   + _runs("electra_half", 180, 2.01e13, 1e-3, [45] * 5, [44, 45, 46, 47, 51]))
-    scores = ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
-                                  "unseen_accuracy")
+    _, scores = _hand_made_and(
+        tmp_path, _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
+        + _runs("electra_half", 180, 2.01e13, 1e-3, [45] * 5, [44, 45, 46, 47, 51]))
     first, second, third = ladder_report.verdicts(scores)
     assert set(first.models) == set(second.models) == {"electra", "electra_half", "mlm"}
     # The rule's transfer verdict still chooses between ELECTRA and BERT as written.
@@ -514,6 +542,29 @@ def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tm
     assert "| ELECTRA, generator 1/2 against BERT (p) |" in header
     # The budget BERT alone has reached shows no comparison yet.
     assert table.splitlines()[-1].endswith("| - (-) | - (-) |")
+
+
+def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
+    # At ELECTRA's 200 steps (budget 2): Replace MLM below it beyond the noise, All-Tokens MLM
+    # level with it; their FLOPs are not BERT's, and they stay out of the rule's table.
+    path, scores = _hand_made_and(
+        tmp_path, _runs("replace_mlm", 200, 2.05e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
+        + _runs("all_tokens_mlm", 200, 2.5e13, 1e-3, [50] * 5, [50, 52, 51, 53, 55]))
+    assert [set(v.models) for v in ladder_report.verdicts(scores)] == [
+        {"electra", "mlm"}, {"electra", "mlm"}, {"mlm"}]
+    row, = ladder_report.table5(scores)
+    assert row.electra.pretrain_steps == 200 and set(row.models) == {"replace_mlm",
+                                                                     "all_tokens_mlm"}
+    assert row.against_electra["replace_mlm"].verdict == "ELECTRA"
+    assert row.against_electra["replace_mlm"].p == pytest.approx(0.0079, abs=1e-4)
+    assert row.against_electra["all_tokens_mlm"].verdict == "no difference"
+    table = ladder_report.table5_table([row])
+    assert table.splitlines()[0].startswith(
+        "| ELECTRA's steps (FLOPs) | ELECTRA | Replace MLM (FLOPs) | against ELECTRA (p) | "
+        "All-Tokens MLM (FLOPs) |")
+    assert "| 200 (2e+13) |" in table and "ELECTRA 85.0, All-Tokens MLM 84.3" in table
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    assert "## Table 5 at ELECTRA's steps" in (tmp_path / "report" / "ladder_results.md").read_text()
 
 
 def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
@@ -715,6 +766,6 @@ def test_the_full_ladder_writes_its_records_into_the_repository():
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide", "--objectives",
                               "electra"]).objectives == ("electra",)
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide"]).objectives == (
-        "mlm", "electra", "electra_half")
+        "mlm", "electra", "electra_half", "electra_15", "replace_mlm", "all_tokens_mlm")
     assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
         "x/results")

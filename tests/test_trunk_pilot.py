@@ -172,7 +172,8 @@ def test_the_wide_ladders_trunks_are_the_wide_pilots_runs(tmp_path, monkeypatch)
     climbs = ladder.plan(wide, str(tmp_path))
     pilots = trunk_pilot.jobs(ladder.LADDERS["mixed"], trunk_pilot.PILOTS["wide"],
                               str(tmp_path))
-    assert [c.objective for c in climbs] == ["mlm", "electra", "electra_half"]
+    assert [c.objective for c in climbs] == ["mlm", "electra", "electra_half", "electra_15",
+                                             "replace_mlm", "all_tokens_mlm"]
     for trunk in climbs[:2]:
         setting, pilot = next(job for job in pilots if job[1].objective == trunk.objective)
         assert trunk.trunk == trunk_pilot.model_name(trunk_pilot.PILOTS["wide"], trunk.objective,
@@ -180,7 +181,7 @@ def test_the_wide_ladders_trunks_are_the_wide_pilots_runs(tmp_path, monkeypatch)
                                                      pilot.warmup_steps)
         assert ladder.pretraining_hparams(wide, trunk, 4000, 0) == \
             ladder.pretraining_hparams(setting, pilot, 4000, 0)
-    bert, electra, _ = climbs
+    bert, electra = climbs[:2]
     assert [(r.steps, r.fork, r.name) for r in bert.rungs] == [
         (5000, 4000, "wide_mlm_5000"), (10000, 8000, "wide_mlm_10000")]
     assert electra.warmup_steps == 500 and electra.rungs[0].steps == round(5000 * 256 / 256.1)

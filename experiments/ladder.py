@@ -16,9 +16,10 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
      (`lr_schedule: wsd`): per objective one trunk at the peak learning rate and, for each rung
      of the ladder (`rungs` log-spaced FLOP budgets, electra_tf.flops), a decay branch forked
      from the trunk's checkpoint (electra_tf.resume.fork) that decays linearly to 0 over the
-     rung's last `decay_fraction` and ends exactly at it. ELECTRA and BERT (`mlm`) get the same
-     FLOPs at every rung (each its own whole number of steps), the same warmup FLOPs and the
-     same share of decay.
+     rung's last `decay_fraction` and ends exactly at it. ELECTRA and BERT (`mlm`), and any
+     variant of them (efficiency_plan.VARIANTS), get the same FLOPs at every rung (each its own
+     whole number of steps), the same warmup FLOPs and the same share of decay; a ladder's
+     `equal_steps` objectives (Table 5's) take ELECTRA's steps instead.
   3. fine-tuning through run_finetuning.py of every rung's discriminator and of random weights
      (objective `none`) on every task, `trials` seeds at each learning rate of the budget's
      sweep; every model chooses its rate on dev, and test is reported.
@@ -81,7 +82,7 @@ class TaskProtocol:
 
 @dataclasses.dataclass(frozen=True)
 class Ladder:
-    """Everything that sizes the experiment; ELECTRA and BERT get the same."""
+    """Everything that sizes the experiment; every objective climbed gets the same."""
     # The model, sequence length, batch, peak learning rate, vocabulary, and the fine-tuning
     # seeds, learning rates, batch and sst's sizes (its electra_steps and curve_points are
     # not used: the rungs below replace them).
@@ -171,8 +172,9 @@ LADDERS["mixed_wide"] = dataclasses.replace(
                                                  learning_rate=WIDE_LEARNING_RATE),
     min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000),
     objectives=("mlm", "electra", "electra_half", *efficiency_plan.TABLE5_OBJECTIVES),
-    equal_steps=efficiency_plan.TABLE5_OBJECTIVES, warmup_steps=WIDE_WARMUP_STEPS, trunk_name="pilot_wide_{objective}_lr0.0005_w500",
-    run_prefix="wide_", results="ladder_mixed_wide")
+    equal_steps=efficiency_plan.TABLE5_OBJECTIVES, warmup_steps=WIDE_WARMUP_STEPS,
+    trunk_name="pilot_wide_{objective}_lr0.0005_w500", run_prefix="wide_",
+    results="ladder_mixed_wide")
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -217,7 +219,7 @@ class Climb:
 
 def plan(ladder: Ladder, data_dir: str) -> list[Climb]:
     """Each objective's steps at every rung: the whole number of its steps closest to the
-    rung's FLOPs, so ELECTRA and BERT differ by less than half a step there; the warmup and
+    rung's FLOPs, so two objectives differ by less than half a step there; the warmup and
     the decay are the same FLOPs (shares) for both, unless the ladder sets the warmup's
     steps. The ladder's `equal_steps` objectives take ELECTRA's steps, warmup and decays."""
     climbs = []
@@ -714,9 +716,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="comma-separated: climb only these of the ladder's objectives in "
                              "this sitting (default: all); the rungs stay at the ladder's FLOPs")
     parser.add_argument("--workers", type=int, default=1,
-                        help="runs side by side, each on cpu_count / workers threads (2: "
-                             "ELECTRA's and BERT's climbs, each on one core; a ladder of one "
-                             "climb fine-tunes random weights beside it)")
+                        help="runs side by side, each on cpu_count / workers threads (2: two "
+                             "climbs, each on one core; a sitting of one climb fine-tunes "
+                             "random weights beside it)")
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--results", default=None,
                         help="the records' directory (default: experiments/results/LADDER, "
@@ -773,7 +775,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         probe(sitting, NONE, 0, 0.0, efficiency.NO_PRETRAINING)
 
     def rungs(workers: int) -> None:
-        # Rung by rung, the climbs side by side (ELECTRA's and BERT's at nearly equal FLOPs).
+        # Rung by rung, the climbs side by side (at nearly equal FLOPs or steps).
         for index in range(max_rung):
             efficiency.side_by_side(workers, lambda c: climb(sitting, c, index), climbs)
 

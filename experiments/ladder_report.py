@@ -18,9 +18,10 @@ words unseen in its training sentences (`unseen_accuracy`):
 - "pretraining transfers at B" when the better of ELECTRA and BERT at B (the higher median)
   has a higher median than no pretraining and a two-sided Mann-Whitney U test over their seeds
   gives p < 0.05;
-- "ELECTRA beats BERT at B" when ELECTRA's median is higher than BERT's with p < 0.05; every
-  other objective the ladder climbs (an ELECTRA variant, a Table 5 objective) is compared
-  with BERT the same way, and is not among the objectives the first verdict chooses from.
+- "ELECTRA beats BERT at B" when ELECTRA's median is higher than BERT's with p < 0.05. A
+  variant of ELECTRA the ladder climbs (a generator of 1/2) is compared with BERT and with
+  ELECTRA the same way, and is not among the objectives the first verdict chooses from; the
+  Table 5 objectives, climbed at ELECTRA's steps, are compared with ELECTRA there.
 With 5 seeds a side the smallest possible p is 0.008; with 3, 0.1 (never a verdict).
 """
 
@@ -141,9 +142,8 @@ def budgets(scores: dict[tuple, Scores]) -> list[Budget]:
 
 @dataclasses.dataclass
 class Comparison:
-    """One objective against BERT at a budget, by the rule."""
+    """One objective against another (BERT, or ELECTRA) by the rule's test."""
     p: float
-    wins: bool  # its median is the higher, with p < 0.05
     verdict: str  # the winner's name, or "no difference"
 
 
@@ -158,14 +158,16 @@ class Verdict:
     # The rule's words (docs/reproduction.md): "transfers", "hurts" or "no difference".
     transfer_verdict: str = "-"
     against_bert: dict[str, Comparison] = dataclasses.field(default_factory=dict)
+    # ELECTRA's variants (efficiency_plan.VARIANTS) against ELECTRA itself.
+    against_electra: dict[str, Comparison] = dataclasses.field(default_factory=dict)
 
 
 def compare(a: Scores, b: Scores) -> Comparison:
     p, significant = report.exceeds_noise(a.test, b.test)
     if not significant or a.median == b.median:
-        return Comparison(p, False, "no difference")
+        return Comparison(p, "no difference")
     winner = a if a.median > b.median else b
-    return Comparison(p, winner is a, NAMES.get(winner.objective, winner.objective))
+    return Comparison(p, NAMES.get(winner.objective, winner.objective))
 
 
 def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
@@ -173,7 +175,7 @@ def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
     none = scores.get((NONE, 0))
     out = []
     for b in budgets(scores):
-        candidates = [s for o, s in b.models.items() if o in TRANSFER_CANDIDATES]
+        candidates = [b.models[o] for o in TRANSFER_CANDIDATES if o in b.models]
         # The higher median; a tie goes to the higher mean.
         better = max(candidates, key=lambda s: (s.median, float(np.mean(s.test)))) \
             if candidates else None
@@ -184,50 +186,57 @@ def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
             transfer_verdict = "no difference" if not significant or \
                 better.median == none.median else \
                 "transfers" if transfers else "hurts"
-        bert = b.models.get(BERT)
-        against = {} if bert is None else {
+        bert, electra = b.models.get(BERT), b.models.get("electra")
+        against_bert = {} if bert is None else {
             objective: compare(s, bert) for objective, s in b.models.items() if s is not bert}
+        against_electra = {} if electra is None else {
+            objective: compare(s, electra) for objective, s in b.models.items()
+            if efficiency_plan.VARIANTS.get(objective, ("",))[0] == "electra"}
         out.append(Verdict(b.flops, dict(b.models), none, better, transfer_p, transfers,
-                           transfer_verdict, against))
+                           transfer_verdict, against_bert, against_electra))
     return out
 
 
 @dataclasses.dataclass
 class Table5Row:
-    """ELECTRA at one of its rungs, and each objective climbed at its steps, compared with it."""
-    electra: Scores
+    """ELECTRA's steps at a rung, ELECTRA there (None: not yet), and each objective climbed at
+    those steps, compared with ELECTRA when both are in."""
+    steps: int
+    electra: Scores | None
     models: dict[str, Scores]
     against_electra: dict[str, Comparison]
 
 
 def table5(scores: dict[tuple, Scores]) -> list[Table5Row]:
-    """Every ELECTRA rung some objective of AT_ELECTRAS_STEPS reached, by steps."""
+    """Every step count some objective of AT_ELECTRAS_STEPS reached, smallest first."""
     rows = []
-    for (objective, steps), electra in sorted(scores.items()):
-        others = {o: scores[(o, steps)] for o in AT_ELECTRAS_STEPS if (o, steps) in scores}
-        if objective == "electra" and others:
-            rows.append(Table5Row(electra, others,
-                                  {o: compare(s, electra) for o, s in others.items()}))
+    for steps in sorted({steps for objective, steps in scores if objective in AT_ELECTRAS_STEPS}):
+        electra = scores.get(("electra", steps))
+        models = {o: scores[(o, steps)] for o in AT_ELECTRAS_STEPS if (o, steps) in scores}
+        rows.append(Table5Row(steps, electra, models, {} if electra is None else {
+            o: compare(s, electra) for o, s in models.items()}))
     return rows
 
 
-def table5_table(rows: Sequence[Table5Row]) -> str:
+def table5_table(rows: Sequence[Table5Row], collapses: Sequence[list[str]] = ()) -> str:
     """Table 5's objectives beside ELECTRA at its steps, each with the rule's test against it,
-    and the paper's GLUE score for each (its ELECTRA-Base-sized models)."""
+    and the paper's GLUE score for each (its ELECTRA-Base-sized models); `collapses` as in
+    verdict_table."""
     objectives = ordered(o for r in rows for o in r.models)
-    header = ["ELECTRA's steps (FLOPs)", "ELECTRA"] + [
-        cell for o in objectives for cell in (f"{NAMES.get(o, o)} (FLOPs)", "against ELECTRA (p)")]
+    header = ["ELECTRA's steps", "ELECTRA (FLOPs)"] + [
+        cell for o in objectives for cell in (f"{NAMES.get(o, o)} (FLOPs)", "against ELECTRA (p)")
+    ] + (["collapsed to the most frequent tag"] if collapses else [])
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    for r in rows:
-        cells = [f"{r.electra.pretrain_steps} ({r.electra.pretrain_flops:.3g})",
-                 _cell(r.electra)]
+    for i, r in enumerate(rows):
+        cells = [str(r.steps), "-" if r.electra is None else
+                 f"{_cell(r.electra)} ({r.electra.pretrain_flops:.3g})"]
         for o in objectives:
-            if o in r.models:
-                c = r.against_electra[o]
-                cells += [f"{_cell(r.models[o])} ({r.models[o].pretrain_flops:.3g})",
-                          f"{_bold(c.verdict)} ({_p(c.p)})"]
-            else:
-                cells += ["-", "-"]
+            c = r.against_electra.get(o)
+            cells += ["-" if o not in r.models else
+                      f"{_cell(r.models[o])} ({r.models[o].pretrain_flops:.3g})",
+                      "- (-)" if c is None else f"{_bold(c.verdict)} ({_p(c.p)})"]
+        if collapses:
+            cells.append(", ".join(collapses[i]) or "-")
         lines.append("| " + " | ".join(cells) + " |")
     paper = ", ".join(f"{NAMES[o]} {efficiency_plan.PAPER_TABLE5[o]}" for o in
                       sorted(efficiency_plan.PAPER_TABLE5, key=efficiency_plan.PAPER_TABLE5.get,
@@ -240,14 +249,14 @@ def table5_table(rows: Sequence[Table5Row]) -> str:
 COLLAPSE_MARGIN = 1.0
 
 
-def collapsed(verdict: Verdict, finetune: Sequence[dict[str, Any]],
+def collapsed(models: dict[str, Scores], finetune: Sequence[dict[str, Any]],
               baseline: float | None) -> list[str]:
-    """The budget's pretrained models whose pos test accuracy median, at the learning rate
-    the verdict used, is at the most-frequent-tag baseline's (baseline.jsonl)."""
+    """Those of `models` (by objective) whose pos test accuracy median, at the learning rate
+    their verdict used, is at the most-frequent-tag baseline's (baseline.jsonl)."""
     if baseline is None:
         return []
     out = []
-    for scores in (verdict.models[o] for o in ordered(verdict.models)):
+    for scores in (models[o] for o in ordered(models)):
         overall = [r["score"] for r in finetune if r["task"] == VERDICT_TASK and
                    r["split"] == "test" and r["metric"] == "accuracy" and
                    r["objective"] == scores.objective and
@@ -277,14 +286,18 @@ def _bold(verdict: str) -> str:
 
 
 def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) -> str:
-    """The rule's verdicts: a column per pretrained objective, and one per objective compared
-    with BERT; `collapses` (per row, from collapsed()) adds a column naming the models that
-    tag every word with the most frequent tag."""
+    """The rule's verdicts: a column per pretrained objective, one per objective compared with
+    BERT and one per ELECTRA variant compared with ELECTRA; `collapses` (per row, from
+    collapsed()) adds a column naming the models that tag every word with the most frequent
+    tag."""
     objectives = ordered(o for v in rows for o in v.models)
-    challengers = ordered(o for v in rows for o in v.against_bert)
+    comparisons = [(o, "BERT", "against_bert")
+                   for o in ordered(o for v in rows for o in v.against_bert)]
+    comparisons += [(o, "ELECTRA", "against_electra")
+                    for o in ordered(o for v in rows for o in v.against_electra)]
     header = ([f"{NAMES.get(o, o)} (steps)" for o in objectives]
               + ["no pretraining", "pretraining against none (p)"]
-              + [f"{NAMES.get(o, o)} against BERT (p)" for o in challengers]
+              + [f"{NAMES.get(o, o)} against {other} (p)" for o, other, _ in comparisons]
               + (["collapsed to the most frequent tag"] if collapses else []))
     lines = ["| budget (FLOPs) | " + " | ".join(header) + " |",
              "|---|" + "---|" * len(header)]
@@ -292,8 +305,9 @@ def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) 
         cells = [f"{_cell(v.models[o])} ({v.models[o].pretrain_steps})" if o in v.models
                  else "-" for o in objectives]
         cells += [_cell(v.none), f"{_bold(v.transfer_verdict)} ({_p(v.transfer_p)})"]
-        cells += [f"{_bold(v.against_bert[o].verdict)} ({_p(v.against_bert[o].p)})"
-                  if o in v.against_bert else "- (-)" for o in challengers]
+        for o, _, field in comparisons:
+            c = getattr(v, field).get(o)
+            cells.append("- (-)" if c is None else f"{_bold(c.verdict)} ({_p(c.p)})")
         if collapses:
             cells.append(", ".join(collapses[i]) or "-")
         lines.append(f"| {v.flops:.2g} | " + " | ".join(cells) + " |")
@@ -513,7 +527,7 @@ def ladder_curve(finetune: Sequence[dict[str, Any]], baselines: Sequence[dict[st
     baseline = baseline_score(baselines, "accuracy")
     if baseline is None:
         return Curve(rows, label=label)
-    return Curve(rows, [collapsed(v, finetune, baseline) for v in rows],
+    return Curve(rows, [collapsed(v.models, finetune, baseline) for v in rows],
                  baseline_score(baselines, VERDICT_METRIC), label)
 
 
@@ -553,13 +567,16 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
         "ladder's decision rule\")." + check + "\n\n" + verdict_table(rows, points.collapses),
     ]
     table5_rows = table5(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    table5_collapses = [] if baseline is None else [
+        collapsed({**r.models, **({"electra": r.electra} if r.electra else {})}, finetune,
+                  baseline) for r in table5_rows]
     if table5_rows:
         sections.append(
             f"## Table 5 at ELECTRA's steps ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
             "The objectives of the paper's Table 5, each pretrained for ELECTRA's steps at a "
             "rung (its FLOPs differ), against ELECTRA there by the rule's test: the winner "
             "when its median is higher with p < 0.05, else *no difference*.\n\n"
-            + table5_table(table5_rows))
+            + table5_table(table5_rows, table5_collapses))
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)
         if scores:

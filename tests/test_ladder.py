@@ -200,6 +200,8 @@ def test_table5_objectives_climb_at_electras_steps(tmp_path):
     assert climbs["electra_15"].rungs[0].flops == electra.rungs[0].flops
     with pytest.raises(ValueError, match="must be among the objectives"):
         dataclasses.replace(wide, objectives=("mlm", "replace_mlm"))
+    with pytest.raises(ValueError, match="which must hold electra"):
+        dataclasses.replace(wide, objectives=("mlm", *efficiency_plan.TABLE5_OBJECTIVES))
 
 
 def test_rungs_too_close_for_their_decays_are_refused():
@@ -493,10 +495,10 @@ def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     assert first.better.objective == "mlm" and first.transfers
     assert first.transfer_p == pytest.approx(0.0079, abs=1e-4)
     electra = first.against_bert["electra"]
-    assert not electra.wins and electra.p < 0.05  # BERT is the higher
+    assert electra.verdict == "BERT (MLM)" and electra.p < 0.05  # BERT is the higher
     assert second.better.objective == "electra" and second.transfers
     electra = second.against_bert["electra"]
-    assert electra.wins and electra.p == pytest.approx(0.028, abs=1e-3)
+    assert electra.verdict == "ELECTRA" and electra.p == pytest.approx(0.028, abs=1e-3)
     assert set(third.models) == {"mlm"} and third.better.objective == "mlm"
     assert not third.transfers and third.transfer_p > 0.05  # 34 against 32: noise
     assert [(v.transfer_verdict, {o: c.verdict for o, c in v.against_bert.items()})
@@ -535,13 +537,26 @@ def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tm
     assert first.against_bert["electra_half"].verdict == "ELECTRA, generator 1/2"
     assert second.against_bert["electra_half"].verdict == "no difference"
     assert first.against_bert["electra"].verdict == "BERT (MLM)"
+    # ... and against the paper's 1/4 generator: ahead at budget 1, behind at budget 2.
+    assert first.against_electra["electra_half"].verdict == "ELECTRA, generator 1/2"
+    assert second.against_electra["electra_half"].verdict == "ELECTRA"
+    assert set(first.against_electra) == {"electra_half"}
     table = ladder_report.verdict_table([first, second, third])
     header = table.splitlines()[0]
     assert header.index("| ELECTRA (steps)") < header.index("| ELECTRA, generator 1/2 (steps)") \
         < header.index("| BERT (MLM) (steps)")
-    assert "| ELECTRA, generator 1/2 against BERT (p) |" in header
+    assert header.endswith("| ELECTRA against BERT (p) | ELECTRA, generator 1/2 against BERT (p) "
+                           "| ELECTRA, generator 1/2 against ELECTRA (p) |")
     # The budget BERT alone has reached shows no comparison yet.
-    assert table.splitlines()[-1].endswith("| - (-) | - (-) |")
+    assert table.splitlines()[-1].endswith("| - (-) | - (-) | - (-) |")
+
+
+def test_an_exact_tie_for_the_transfer_verdict_goes_to_electra(tmp_path):
+    # At budget 3, an ELECTRA with BERT's very scores: the rule's tie-break names ELECTRA,
+    # whichever of the two has fewer FLOPs.
+    _, scores = _hand_made_and(tmp_path, _runs("electra", 400, 4.005e13, 1e-3, [35] * 5,
+                                               [33, 36, 34, 35, 30]))
+    assert ladder_report.verdicts(scores)[2].better.objective == "electra"
 
 
 def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
@@ -553,18 +568,40 @@ def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
     assert [set(v.models) for v in ladder_report.verdicts(scores)] == [
         {"electra", "mlm"}, {"electra", "mlm"}, {"mlm"}]
     row, = ladder_report.table5(scores)
-    assert row.electra.pretrain_steps == 200 and set(row.models) == {"replace_mlm",
-                                                                     "all_tokens_mlm"}
+    assert row.steps == row.electra.pretrain_steps == 200
+    assert set(row.models) == {"replace_mlm", "all_tokens_mlm"}
     assert row.against_electra["replace_mlm"].verdict == "ELECTRA"
     assert row.against_electra["replace_mlm"].p == pytest.approx(0.0079, abs=1e-4)
     assert row.against_electra["all_tokens_mlm"].verdict == "no difference"
     table = ladder_report.table5_table([row])
-    assert table.splitlines()[0].startswith(
-        "| ELECTRA's steps (FLOPs) | ELECTRA | Replace MLM (FLOPs) | against ELECTRA (p) | "
-        "All-Tokens MLM (FLOPs) |")
-    assert "| 200 (2e+13) |" in table and "ELECTRA 85.0, All-Tokens MLM 84.3" in table
+    assert table.splitlines()[0] == (
+        "| ELECTRA's steps | ELECTRA (FLOPs) | Replace MLM (FLOPs) | against ELECTRA (p) | "
+        "All-Tokens MLM (FLOPs) | against ELECTRA (p) |")
+    assert "| 200 | 52.0 [51.0, 53.0] (50.0-54.0) (lr 0.001) (2e+13) |" in table
+    assert "ELECTRA 85.0, All-Tokens MLM 84.3" in table
     ladder_report.write(str(path), str(tmp_path / "report"))
     assert "## Table 5 at ELECTRA's steps" in (tmp_path / "report" / "ladder_results.md").read_text()
+
+
+def test_a_table5_objective_ahead_of_electra_is_shown_and_collapses_are_named(tmp_path):
+    # ELECTRA 15% at steps ELECTRA has not reached yet, and at ELECTRA's 10 steps with a tagger
+    # collapsed to the most frequent tag (pos accuracy 24.0, the baseline 23.7).
+    path, scores = _hand_made_and(
+        tmp_path, _runs("electra_15", 9154, 9e14, 1e-3, [40] * 5, [40] * 5)
+        + _runs("electra_15", 10, 1e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
+        + _runs("electra_15", 10, 1e13, 1e-3, [24] * 5, [24] * 5, metric="accuracy"))
+    first, second = ladder_report.table5(scores)
+    assert first.steps == 10 and second.steps == 9154 and second.electra is None
+    assert first.against_electra["electra_15"].verdict == "ELECTRA 15%"
+    assert second.against_electra == {}
+    assert ladder_report.table5_table([first, second]).splitlines()[3].startswith(
+        "| 9154 | - | 40.0 [40.0, 40.0] (40.0-40.0) (lr 0.001) (9e+14) | - (-) |")
+    records.append(str(path / "baseline.jsonl"), [
+        {"task": "pos", "split": "test", "metric": metric, "score": score}
+        for metric, score in (("accuracy", 23.7), ("unseen_accuracy", 57.9))])
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "| ELECTRA 15% (pos accuracy 24.0 at lr 0.001) |" in text
 
 
 def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
@@ -652,7 +689,7 @@ def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict
         for metric, score in (("accuracy", 23.7), ("unseen_accuracy", 57.9))])
     lines = records.read(str(path / "finetune.jsonl"))
     rows = ladder_report.verdicts(ladder_report.select(lines, "pos", "unseen_accuracy"))
-    assert [ladder_report.collapsed(v, lines, 23.7) for v in rows] == [
+    assert [ladder_report.collapsed(v.models, lines, 23.7) for v in rows] == [
         ["BERT (MLM) (pos accuracy 23.7 at lr 0.001)"], [], []]
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()

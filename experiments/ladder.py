@@ -61,6 +61,8 @@ for path in (REPO, os.path.join(REPO, "experiments")):
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
 import efficiency_plan  # noqa: E402
+# At the start, so that the report at a sitting's end runs the code the sitting started with.
+import ladder_report  # noqa: E402
 import records  # noqa: E402
 from efficiency import log  # noqa: E402
 
@@ -790,8 +792,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     except efficiency.Stopped as stopped:
         log(f"sitting over after {(time.time() - start) / 3600:.2f} h ({stopped}); rerun the "
             "same command to continue")
-    import ladder_report
-
     written = ladder_report.write(args.results, args.report_dir, ladder.results or "ladder")
     log(f"wrote {', '.join(written)}")
 

@@ -29,6 +29,8 @@ import downstream
 import efficiency_plan
 
 NOISE_P = 0.05
+# The objectives the curves draw, each in its colour (labels: efficiency_plan.NAMES).
+CURVE_COLORS = (("electra", "tab:blue"), ("mlm", "tab:orange"))
 
 
 @dataclasses.dataclass
@@ -192,8 +194,8 @@ def plot_curve(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
     baseline = next((m for m in models if m.step == 0), None)
     for ax, panel in zip(axes[0], panels):
-        for objective, label, color in (("electra", "ELECTRA", "tab:blue"),
-                                        ("mlm", "BERT (MLM)", "tab:orange")):
+        for objective, color in CURVE_COLORS:
+            label = efficiency_plan.NAMES[objective]
             points = [m for m in models if m.objective == objective]
             if not points:
                 continue
@@ -249,8 +251,8 @@ def plot_probe(models: Sequence[Model], tasks: Sequence[str], path: str) -> None
     fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.6), squeeze=False)
     baseline = next((m for m in models if m.step == 0 and m.probes), None)
     for ax, task in zip(axes[0], tasks):
-        for objective, label, color in (("electra", "ELECTRA", "tab:blue"),
-                                        ("mlm", "BERT (MLM)", "tab:orange")):
+        for objective, color in CURVE_COLORS:
+            label = efficiency_plan.NAMES[objective]
             points = [m for m in models if m.objective == objective and task in m.probes]
             ax.plot([m.flops for m in points], [m.probes[task]["dev"] for m in points],
                     marker="o", label=label, color=color)

@@ -282,39 +282,84 @@ def test_every_flag_the_docs_give_a_command_line_is_defined():
 # -- hparams ---------------------------------------------------------------------------------
 
 
+def _classes(trees: list[ast.Module]) -> dict[str, ast.ClassDef]:
+    return {node.name: node for tree in trees for node in tree.body
+            if isinstance(node, ast.ClassDef)}
+
+
+def _is_hparams(cls: ast.ClassDef) -> bool:
+    """An hparam dataclass: one that declares HPARAMS_DOC, or a kind of task's TaskHparams."""
+    return any(isinstance(s, ast.AnnAssign) and getattr(s.target, "id", "") == "HPARAMS_DOC"
+               for s in cls.body) or any(getattr(b, "id", getattr(b, "attr", "")) ==
+                                         "TaskHparams" for b in cls.bases)
+
+
+def _with_bases(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
+    found, todo = [], [cls]
+    while todo:
+        found.append(todo.pop())
+        todo.extend(classes[name] for b in found[-1].bases
+                    if (name := getattr(b, "id", getattr(b, "attr", ""))) in classes)
+    return found
+
+
+def _declared(classes: list[ast.ClassDef]) -> dict[str, ast.AST | None]:
+    """The annotated names the classes declare: a ClassVar's name to its value, a field's
+    name to None."""
+    declared = {}
+    for cls in classes:
+        for s in cls.body:
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                annotation = s.annotation.value if isinstance(s.annotation, ast.Subscript) \
+                    else s.annotation
+                class_var = getattr(annotation, "id", getattr(annotation, "attr", "")) == \
+                    "ClassVar"
+                declared[s.target.id] = s.value if class_var else None
+    return declared
+
+
+@functools.cache
+def _package_classes() -> dict[str, ast.ClassDef]:
+    return _classes([_tree(path) for path in (REPO / "electra_tf").rglob("*.py")])
+
+
 @functools.cache
 def hparam_names() -> set[str]:
-    """The fields of the hparam dataclasses (those that declare HPARAMS_DOC, the kinds of
-    task's TaskHparams, and their bases), including a TaskHparams a doc's own example task
-    declares, and the BERT config keys model_hparam_overrides takes."""
-    classes, trees = {}, [_tree(path) for path in (REPO / "electra_tf").rglob("*.py")]
-    trees += [ast.parse(text) for doc in DOCS for lang, text in _split(doc)[0] if lang == "python"]
-    for tree in trees:
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef):
-                classes[node.name] = node
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "BERT_CONFIG_KEYS"
-                                                    for t in node.targets):
-                bert_keys = set(_strings(node.value))
-    roots = [c for c in classes.values() if any(
-        isinstance(s, ast.AnnAssign) and getattr(s.target, "id", "") == "HPARAMS_DOC"
-        for s in c.body) or any(getattr(b, "id", getattr(b, "attr", "")) == "TaskHparams"
-                                for b in c.bases)]
-    names, todo = set(bert_keys), list(roots)
-    while todo:
-        cls = todo.pop()
-        for s in cls.body:
-            if not (isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)):
-                continue
-            if s.target.id == "SPELLINGS":  # the original's spellings, taken at the edge
-                names.update(_strings(s.value))
-            elif s.target.id != "HPARAMS_DOC":
-                names.add(s.target.id)
-        todo.extend(classes[b.id] for b in cls.bases
-                    if isinstance(b, ast.Name) and b.id in classes)
-        todo.extend(classes[b.attr] for b in cls.bases
-                    if isinstance(b, ast.Attribute) and b.attr in classes)
+    """The fields of the hparam dataclasses and their bases, including a TaskHparams a doc's
+    own example task declares, the original's spellings (SPELLINGS) and the BERT config keys
+    model_hparam_overrides takes."""
+    trees = [ast.parse(text) for doc in DOCS for lang, text in _split(doc)[0] if lang == "python"]
+    classes = {**_package_classes(), **_classes(trees)}
+    names = set()
+    for cls in filter(_is_hparams, classes.values()):
+        declared = _declared(_with_bases(cls, classes))
+        names.update(name for name, class_var in declared.items() if class_var is None)
+        names.update(_strings(declared.get("SPELLINGS")))
+    config = _tree(REPO / "electra_tf" / "config.py")
+    names.update(s for node in config.body if isinstance(node, ast.Assign) and any(
+        getattr(t, "id", "") == "BERT_CONFIG_KEYS" for t in node.targets)
+        for s in _strings(node.value))
     return names
+
+
+def test_every_hparam_has_a_row_in_its_docs_table():
+    """An unknown-hparam error sends the user to the doc HPARAMS_DOC names ("every hparam is
+    listed in ..."): every field of that class and its bases (a kind of task's TaskHparams go
+    to fine-tuning's doc) is named in a row of one of that doc's tables. model_name and
+    data_dir are flags, and DERIVED fields are computed, not set."""
+    classes, missing = _package_classes(), []
+    fine_tuning = next(_declared([c])["HPARAMS_DOC"].value for c in classes.values()
+                       if c.name == "FinetuningConfig")
+    for cls in filter(_is_hparams, classes.values()):
+        declared = _declared(_with_bases(cls, classes))
+        doc = declared["HPARAMS_DOC"].value if "HPARAMS_DOC" in declared else fine_tuning
+        rows = [line for line in (REPO / doc.split("#")[0]).read_text(encoding="utf-8")
+                .splitlines() if line.startswith("|")]
+        exempt = {"model_name", "data_dir", *_strings(declared.get("DERIVED"))}
+        missing += [f"{name} ({cls.name}) in {doc}" for name, class_var in declared.items()
+                    if class_var is None and name not in exempt
+                    and not any(f"`{name}`" in row for row in rows)]
+    assert not missing, "hparams without a row in their doc's tables:\n" + "\n".join(missing)
 
 
 def _hparam_examples(doc: pathlib.Path) -> list[str]:

@@ -21,16 +21,22 @@ PAPER_TABLE5 = {"electra": 85.0, "all_tokens_mlm": 84.3, "replace_mlm": 82.4,
 PRETRAIN_SEED = 1
 # Recipes that are an objective with some hparams changed, by the name their records carry:
 # (the objective, the hparams that differ from the budget's).
+# ELECTRA and Table 5's objectives with a generator half the discriminator's width (the
+# paper's Figure 3 tries 1/4 to 1): the wide ladder's 1/4 generator stays at the no-context
+# level (docs/reproduction.md, "The generator pilot").
+HALF_GENERATOR = {"generator_hidden_size": 0.5}
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    # ELECTRA with a generator half the discriminator's width (the paper's Figure 3 tries 1/4
-    # to 1): the wide ladder's 1/4 generator stays at the no-context level
-    # (docs/reproduction.md, "The generator pilot").
-    "electra_half": ("electra", {"generator_hidden_size": 0.5}),
-}
+    f"{objective}_half": (objective, HALF_GENERATOR)
+    for objective in ("electra", *TABLE5_OBJECTIVES)}
+# Table 5's objectives (and their variants), each climbed at the steps of the ELECTRA recipe
+# with the same generator and compared with it there, as the paper compares them.
+TABLE5_REFERENCE = {**{objective: "electra" for objective in TABLE5_OBJECTIVES},
+                    **{f"{objective}_half": "electra_half" for objective in TABLE5_OBJECTIVES}}
 # How reports name each objective and variant.
-NAMES = {"electra": "ELECTRA", "electra_half": "ELECTRA, generator 1/2",
-         "electra_15": "ELECTRA 15%", "replace_mlm": "Replace MLM",
+NAMES = {"electra": "ELECTRA", "electra_15": "ELECTRA 15%", "replace_mlm": "Replace MLM",
          "all_tokens_mlm": "All-Tokens MLM", "mlm": "BERT (MLM)"}
+NAMES.update({name: f"{NAMES[objective]}, generator 1/2" for name, (objective, _) in
+              VARIANTS.items()})
 
 
 @dataclasses.dataclass(frozen=True)

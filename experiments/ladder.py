@@ -19,7 +19,8 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
      rung's last `decay_fraction` and ends exactly at it. ELECTRA and BERT (`mlm`), and any
      variant of them (efficiency_plan.VARIANTS), get the same FLOPs at every rung (each its own
      whole number of steps), the same warmup FLOPs and the same share of decay; a ladder's
-     `equal_steps` objectives (Table 5's) take ELECTRA's steps instead.
+     `equal_steps` objectives (Table 5's) take the steps of the ELECTRA recipe with their
+     generator instead.
   3. fine-tuning through run_finetuning.py of every rung's discriminator and of random weights
      (objective `none`) on every task, `trials` seeds at each learning rate of the budget's
      sweep; every model chooses its rate on dev, and test is reported.
@@ -99,8 +100,9 @@ class Ladder:
     rung_steps: tuple[int, ...] = ()
     # The climbs: objectives, or variants of one (efficiency_plan.VARIANTS).
     objectives: tuple[str, ...] = OBJECTIVES
-    # Those of them that climb at ELECTRA's steps rather than at the rungs' FLOPs: the paper's
-    # Table 5 compares its objectives at equal steps.
+    # Those of them that climb at the steps of their ELECTRA recipe
+    # (efficiency_plan.TABLE5_REFERENCE) rather than at the rungs' FLOPs: the paper's Table 5
+    # compares its objectives at equal steps.
     equal_steps: tuple[str, ...] = ()
     decay_fraction: float = 0.2  # each rung's last share, its decay branch
     warmup_fraction: float = 0.25  # of the smallest rung's FLOPs: the warmup, shared by all
@@ -120,10 +122,12 @@ class Ladder:
         if unknown:
             raise ValueError(f"objectives {sorted(unknown)}: not an objective or a variant in "
                              "experiments/efficiency_plan.py")
-        if set(self.equal_steps) - set(self.objectives) or \
-                (self.equal_steps and "electra" not in self.objectives):
+        references = {efficiency_plan.TABLE5_REFERENCE.get(o) for o in self.equal_steps}
+        if set(self.equal_steps) - set(self.objectives) or None in references or \
+                references - set(self.objectives):
             raise ValueError(f"equal_steps {self.equal_steps} must be among the objectives "
-                             f"{self.objectives}, which must hold electra")
+                             f"{self.objectives}, which must hold the ELECTRA recipe each "
+                             "climbs beside (efficiency_plan.TABLE5_REFERENCE)")
         if self.rung_steps and self.rungs != len(self.rung_steps):
             raise ValueError(f"rungs {self.rungs} != the {len(self.rung_steps)} rung_steps")
 
@@ -166,15 +170,16 @@ WIDE_LEARNING_RATE = 5e-4
 WIDE_WARMUP_STEPS = 500
 # The mixed ladder's text at that shape, its trunks the wide pilot's runs (forked from their
 # step 4,000 where kept): its rungs in BERT's steps, ELECTRA at BERT's FLOPs with the paper's
-# generator of 1/4 and with one of 1/2, and the Table 5 objectives at ELECTRA's steps, where
-# BERT's first rung showed transfer (docs/reproduction.md, "The wide ladder", "ELECTRA on the
-# wide ladder", "The generator pilot" and "Table 5 on the wide ladder").
+# generator of 1/4 and with one of 1/2, and the Table 5 objectives at the steps of ELECTRA with
+# either generator, where BERT's first rung showed transfer (docs/reproduction.md, "The wide
+# ladder", "ELECTRA on the wide ladder", "The generator pilot" and "Table 5 on the wide
+# ladder": which generator Table 5 takes is decided by the 1/2 generator's rung 1).
 LADDERS["mixed_wide"] = dataclasses.replace(
     LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
                                                  learning_rate=WIDE_LEARNING_RATE),
     min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000),
-    objectives=("mlm", "electra", "electra_half", *efficiency_plan.TABLE5_OBJECTIVES),
-    equal_steps=efficiency_plan.TABLE5_OBJECTIVES, warmup_steps=WIDE_WARMUP_STEPS,
+    objectives=("mlm", "electra", "electra_half", *efficiency_plan.TABLE5_REFERENCE),
+    equal_steps=tuple(efficiency_plan.TABLE5_REFERENCE), warmup_steps=WIDE_WARMUP_STEPS,
     trunk_name="pilot_wide_{objective}_lr0.0005_w500", run_prefix="wide_",
     results="ladder_mixed_wide")
 
@@ -223,14 +228,16 @@ def plan(ladder: Ladder, data_dir: str) -> list[Climb]:
     """Each objective's steps at every rung: the whole number of its steps closest to the
     rung's FLOPs, so two objectives differ by less than half a step there; the warmup and
     the decay are the same FLOPs (shares) for both, unless the ladder sets the warmup's
-    steps. The ladder's `equal_steps` objectives take ELECTRA's steps, warmup and decays."""
+    steps. The ladder's `equal_steps` objectives take the steps, warmup and decays of their
+    ELECTRA recipe (efficiency_plan.TABLE5_REFERENCE)."""
     climbs = []
     budgets = ladder.rung_flops(data_dir)
     by_flops = [o for o in ladder.objectives if o not in ladder.equal_steps]
     for objective in by_flops + [o for o in ladder.objectives if o in ladder.equal_steps]:
         flops = efficiency_plan.step_flops(ladder.budget, data_dir, objective)
         if objective in ladder.equal_steps:
-            electra = next(c for c in climbs if c.objective == "electra")
+            reference = efficiency_plan.TABLE5_REFERENCE[objective]
+            electra = next(c for c in climbs if c.objective == reference)
             climbs.append(Climb(objective, flops, electra.warmup_steps, tuple(
                 dataclasses.replace(r, objective=objective, step_flops=flops)
                 for r in electra.rungs), ladder.trunk_name.format(objective=objective)))

@@ -48,13 +48,15 @@ BERT = "mlm"  # every other objective is compared with it
 # The objectives the rule's first verdict (transfer) chooses from, as it was written; the
 # others a ladder climbs are only compared with BERT (docs/reproduction.md).
 TRANSFER_CANDIDATES = ("electra", BERT)
-# Climbed at ELECTRA's steps, as the paper's Table 5 compares them: compared with ELECTRA at its
-# steps, not with BERT at equal FLOPs.
-AT_ELECTRAS_STEPS = efficiency_plan.TABLE5_OBJECTIVES
+# Climbed at the steps of the ELECTRA recipe with their generator, as the paper's Table 5
+# compares them: compared with that recipe at its steps (efficiency_plan.TABLE5_REFERENCE), not
+# with BERT at equal FLOPs.
+AT_ELECTRAS_STEPS = tuple(efficiency_plan.TABLE5_REFERENCE)
 NAMES = {**efficiency_plan.NAMES, NONE: "no pretraining"}
 # Each objective's colour on the curves; the tables' and legends' order.
 COLORS = {"electra": "tab:blue", "electra_half": "tab:green", "electra_15": "tab:purple",
-          "replace_mlm": "tab:brown", "all_tokens_mlm": "tab:pink", BERT: "tab:orange"}
+          "replace_mlm": "tab:brown", "all_tokens_mlm": "tab:pink", "electra_15_half": "tab:red",
+          "replace_mlm_half": "tab:olive", "all_tokens_mlm_half": "tab:cyan", BERT: "tab:orange"}
 # The report's tables: (task, metric) in this order, those with records.
 SHOWN = (("pos", "unseen_accuracy"), ("pos", "accuracy"), ("sst", "accuracy"))
 
@@ -199,8 +201,9 @@ def verdicts(scores: dict[tuple, Scores]) -> list[Verdict]:
 
 @dataclasses.dataclass
 class Table5Row:
-    """ELECTRA's steps at a rung, ELECTRA there (None: not yet), and each objective climbed at
-    those steps, compared with ELECTRA when both are in."""
+    """An ELECTRA recipe's steps at a rung, the recipe there (None: not yet), and each
+    objective climbed beside it at those steps, compared with it when both are in."""
+    reference: str  # the ELECTRA recipe (efficiency_plan.TABLE5_REFERENCE)
     steps: int
     electra: Scores | None
     models: dict[str, Scores]
@@ -208,40 +211,53 @@ class Table5Row:
 
 
 def table5(scores: dict[tuple, Scores]) -> list[Table5Row]:
-    """Every step count some objective of AT_ELECTRAS_STEPS reached, smallest first."""
+    """Every ELECTRA recipe and step count some objective of AT_ELECTRAS_STEPS reached: the
+    recipes in the reports' order, each's steps smallest first."""
+    reference = efficiency_plan.TABLE5_REFERENCE
     rows = []
-    for steps in sorted({steps for objective, steps in scores if objective in AT_ELECTRAS_STEPS}):
-        electra = scores.get(("electra", steps))
-        models = {o: scores[(o, steps)] for o in AT_ELECTRAS_STEPS if (o, steps) in scores}
-        rows.append(Table5Row(steps, electra, models, {} if electra is None else {
-            o: compare(s, electra) for o, s in models.items()}))
+    for electra_recipe in ordered(reference[o] for o, _ in scores if o in reference):
+        for steps in sorted({steps for o, steps in scores
+                             if reference.get(o) == electra_recipe}):
+            electra = scores.get((electra_recipe, steps))
+            models = {o: scores[(o, steps)] for o in AT_ELECTRAS_STEPS
+                      if reference[o] == electra_recipe and (o, steps) in scores}
+            rows.append(Table5Row(electra_recipe, steps, electra, models, {} if electra is None
+                                  else {o: compare(s, electra) for o, s in models.items()}))
     return rows
 
 
 def table5_table(rows: Sequence[Table5Row], collapses: Sequence[list[str]] = ()) -> str:
-    """Table 5's objectives beside ELECTRA at its steps, each with the rule's test against it,
-    and the paper's GLUE score for each (its ELECTRA-Base-sized models); `collapses` as in
-    verdict_table."""
-    objectives = ordered(o for r in rows for o in r.models)
-    header = ["ELECTRA's steps", "ELECTRA (FLOPs)"] + [
-        cell for o in objectives for cell in (f"{NAMES.get(o, o)} (FLOPs)", "against ELECTRA (p)")
-    ] + (["collapsed to the most frequent tag"] if collapses else [])
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    for i, r in enumerate(rows):
-        cells = [str(r.steps), "-" if r.electra is None else
-                 f"{_cell(r.electra)} ({r.electra.pretrain_flops:.3g})"]
-        for o in objectives:
-            c = r.against_electra.get(o)
-            cells += ["-" if o not in r.models else
-                      f"{_cell(r.models[o])} ({r.models[o].pretrain_flops:.3g})",
-                      "- (-)" if c is None else f"{_bold(c.verdict)} ({_p(c.p)})"]
-        if collapses:
-            cells.append(", ".join(collapses[i]) or "-")
-        lines.append("| " + " | ".join(cells) + " |")
+    """Table 5's objectives beside their ELECTRA recipe at its steps (a table per recipe), each
+    with the rule's test against it, and the paper's GLUE score for each (its
+    ELECTRA-Base-sized models); `collapses` as in verdict_table."""
+    tables = []
+    for electra_recipe in ordered(r.reference for r in rows):
+        group = [i for i, r in enumerate(rows) if r.reference == electra_recipe]
+        objectives = ordered(o for i in group for o in rows[i].models)
+        name = NAMES.get(electra_recipe, electra_recipe)
+        header = ["steps", f"{name} (FLOPs)"] + [
+            cell for o in objectives for cell in (f"{NAMES.get(o, o)} (FLOPs)",
+                                                  f"against {name} (p)")
+        ] + (["collapsed to the most frequent tag"] if collapses else [])
+        lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        for i in group:
+            r = rows[i]
+            cells = [str(r.steps), "-" if r.electra is None else
+                     f"{_cell(r.electra)} ({r.electra.pretrain_flops:.3g})"]
+            for o in objectives:
+                c = r.against_electra.get(o)
+                cells += ["-" if o not in r.models else
+                          f"{_cell(r.models[o])} ({r.models[o].pretrain_flops:.3g})",
+                          "- (-)" if c is None else f"{_bold(c.verdict)} ({_p(c.p)})"]
+            if collapses:
+                cells.append(", ".join(collapses[i]) or "-")
+            lines.append("| " + " | ".join(cells) + " |")
+        tables.append("\n".join(lines))
     paper = ", ".join(f"{NAMES[o]} {efficiency_plan.PAPER_TABLE5[o]}" for o in
                       sorted(efficiency_plan.PAPER_TABLE5, key=efficiency_plan.PAPER_TABLE5.get,
                              reverse=True))
-    return "\n".join(lines) + f"\n\nThe paper's Table 5 (GLUE dev, ELECTRA-Base-sized): {paper}."
+    return "\n\n".join(tables) + \
+        f"\n\nThe paper's Table 5 (GLUE dev, ELECTRA-Base-sized): {paper}."
 
 
 # A tagger within this many points of the most-frequent-tag baseline's accuracy has collapsed
@@ -568,14 +584,15 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     ]
     table5_rows = table5(select(finetune, VERDICT_TASK, VERDICT_METRIC))
     table5_collapses = [] if baseline is None else [
-        collapsed({**r.models, **({"electra": r.electra} if r.electra else {})}, finetune,
+        collapsed({**r.models, **({r.reference: r.electra} if r.electra else {})}, finetune,
                   baseline) for r in table5_rows]
     if table5_rows:
         sections.append(
             f"## Table 5 at ELECTRA's steps ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
-            "The objectives of the paper's Table 5, each pretrained for ELECTRA's steps at a "
-            "rung (its FLOPs differ), against ELECTRA there by the rule's test: the winner "
-            "when its median is higher with p < 0.05, else *no difference*.\n\n"
+            "The objectives of the paper's Table 5, each pretrained for the steps of the "
+            "ELECTRA recipe with the same generator at a rung (its FLOPs differ), against that "
+            "recipe there by the rule's test: the winner when its median is higher with "
+            "p < 0.05, else *no difference*.\n\n"
             + table5_table(table5_rows, table5_collapses))
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)

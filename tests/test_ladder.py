@@ -180,28 +180,36 @@ def test_a_variant_climbs_as_its_objective_with_its_own_hparams_and_name(tmp_pat
 
 
 def test_table5_objectives_climb_at_electras_steps(tmp_path):
+    """Each at the steps of the ELECTRA recipe with its generator: the paper's 1/4, or 1/2."""
     from electra_tf import config
 
     wide = ladder.LADDERS["mixed_wide"]
     (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(8000)) + "\n")
     climbs = {c.objective: c for c in ladder.plan(wide, str(tmp_path))}
     electra = climbs["electra"]
-    for objective in efficiency_plan.TABLE5_OBJECTIVES:
-        climb = climbs[objective]
+    assert climbs["electra_half"].rungs[0].steps < electra.rungs[0].steps
+    for objective, generator in [(o, 0.25) for o in efficiency_plan.TABLE5_OBJECTIVES] + [
+            (f"{o}_half", 0.5) for o in efficiency_plan.TABLE5_OBJECTIVES]:
+        climb, reference = climbs[objective], climbs[efficiency_plan.TABLE5_REFERENCE[objective]]
         assert [(r.steps, r.fork, r.decay_steps) for r in climb.rungs] == [
-            (r.steps, r.fork, r.decay_steps) for r in electra.rungs]
-        assert climb.warmup_steps == electra.warmup_steps
-        assert climb.rungs[0].name == f"wide_{objective}_{electra.rungs[0].steps}"
+            (r.steps, r.fork, r.decay_steps) for r in reference.rungs]
+        assert climb.warmup_steps == reference.warmup_steps
+        assert climb.rungs[0].name == f"wide_{objective}_{reference.rungs[0].steps}"
         built = config.from_hparams("t", str(tmp_path),
                                     ladder.pretraining_hparams(wide, climb, 1000, 0))
-        assert built.objective == objective and built.generator_hidden_size == 0.25
+        assert built.objective == objective.removesuffix("_half")
+        assert built.generator_hidden_size == generator
     # Their own FLOPs: All-Tokens MLM's output layer at every position costs more.
     assert climbs["all_tokens_mlm"].rungs[0].flops > 1.2 * electra.rungs[0].flops
     assert climbs["electra_15"].rungs[0].flops == electra.rungs[0].flops
     with pytest.raises(ValueError, match="must be among the objectives"):
         dataclasses.replace(wide, objectives=("mlm", "replace_mlm"))
-    with pytest.raises(ValueError, match="which must hold electra"):
-        dataclasses.replace(wide, objectives=("mlm", *efficiency_plan.TABLE5_OBJECTIVES))
+    with pytest.raises(ValueError, match="which must hold the ELECTRA recipe"):
+        dataclasses.replace(wide, objectives=("mlm", *efficiency_plan.TABLE5_OBJECTIVES),
+                            equal_steps=efficiency_plan.TABLE5_OBJECTIVES)
+    with pytest.raises(ValueError, match="which must hold the ELECTRA recipe"):
+        dataclasses.replace(wide, objectives=("mlm", "electra", "electra_15_half"),
+                            equal_steps=("electra_15_half",))
 
 
 def test_rungs_too_close_for_their_decays_are_refused():
@@ -575,7 +583,7 @@ def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
     assert row.against_electra["all_tokens_mlm"].verdict == "no difference"
     table = ladder_report.table5_table([row])
     assert table.splitlines()[0] == (
-        "| ELECTRA's steps | ELECTRA (FLOPs) | Replace MLM (FLOPs) | against ELECTRA (p) | "
+        "| steps | ELECTRA (FLOPs) | Replace MLM (FLOPs) | against ELECTRA (p) | "
         "All-Tokens MLM (FLOPs) | against ELECTRA (p) |")
     assert "| 200 | 52.0 [51.0, 53.0] (50.0-54.0) (lr 0.001) (2e+13) |" in table
     assert "ELECTRA 85.0, All-Tokens MLM 84.3" in table
@@ -602,6 +610,30 @@ def test_a_table5_objective_ahead_of_electra_is_shown_and_collapses_are_named(tm
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "| ELECTRA 15% (pos accuracy 24.0 at lr 0.001) |" in text
+
+
+def test_table5_with_the_half_generator_is_compared_with_electra_with_it(tmp_path):
+    # ELECTRA with a 1/2 generator at its 9 steps, and ELECTRA 15% with that generator beside it
+    # (below it beyond the noise); ELECTRA 15% with the 1/4 generator beside ELECTRA's 10 steps.
+    path, scores = _hand_made_and(
+        tmp_path, _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
+        + _runs("electra_15_half", 9, 1.04e13, 1e-3, [50] * 5, [50, 51, 52, 53, 54])
+        + _runs("electra_15", 10, 1e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44]))
+    quarter, half = ladder_report.table5(scores)
+    assert (quarter.reference, quarter.steps, set(quarter.models)) == (
+        "electra", 10, {"electra_15"})
+    assert (half.reference, half.steps, set(half.models)) == (
+        "electra_half", 9, {"electra_15_half"})
+    assert half.electra.objective == "electra_half"
+    assert half.against_electra["electra_15_half"].verdict == "ELECTRA, generator 1/2"
+    # Neither is in the rule's table; electra_half is, beside BERT at its FLOPs.
+    assert all("electra_15_half" not in v.models for v in ladder_report.verdicts(scores))
+    first, second = ladder_report.table5_table([quarter, half]).split("\n\n")[:2]
+    assert first.splitlines()[0].startswith("| steps | ELECTRA (FLOPs) | ELECTRA 15% (FLOPs) |")
+    assert second.splitlines()[0] == (
+        "| steps | ELECTRA, generator 1/2 (FLOPs) | ELECTRA 15%, generator 1/2 (FLOPs) | "
+        "against ELECTRA, generator 1/2 (p) |")
+    assert "| 9 | 62.0 [61.0, 63.0] (60.0-64.0) (lr 0.001) (1.04e+13) |" in second
 
 
 def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
@@ -803,6 +835,7 @@ def test_the_full_ladder_writes_its_records_into_the_repository():
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide", "--objectives",
                               "electra"]).objectives == ("electra",)
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide"]).objectives == (
-        "mlm", "electra", "electra_half", "electra_15", "replace_mlm", "all_tokens_mlm")
+        "mlm", "electra", "electra_half", "electra_15", "replace_mlm", "all_tokens_mlm",
+        "electra_15_half", "replace_mlm_half", "all_tokens_mlm_half")
     assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
         "x/results")

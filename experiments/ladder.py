@@ -530,6 +530,18 @@ def evaluated(sitting: Sitting, objective: str, steps: int) -> bool:
         for task in sitting.ladder.tasks for learning_rate in sitting.ladder.budget.finetune_lrs)
 
 
+def unfinished(sitting: Sitting, climbs: Sequence[Climb], max_rung: int) -> list[Climb]:
+    """The climbs with a rung up to max_rung not yet evaluated."""
+    return [c for c in climbs
+            if not all(evaluated(sitting, c.objective, r.steps) for r in c.rungs[:max_rung])]
+
+
+def runs_at_once(sitting: Sitting, climbing: Sequence[Climb], workers: int) -> int:
+    """--workers, or fewer when less work is left (the unfinished climbs, random weights'
+    runs), so that a run left alone takes every core instead of its share."""
+    return max(1, min(workers, len(climbing) + (not evaluated(sitting, NONE, 0))))
+
+
 def climb(sitting: Sitting, plan_: Climb, index: int) -> None:
     """One objective's rung `index`: the trunk on to the rung's fork, the decay branch forked
     there, then the branch's fine-tuning and probe. A branch whose model is needed but was
@@ -765,7 +777,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.time()
     deadline = None if args.hours is None else start + 3600 * args.hours
     data_dir = prepare_data(args.out, args.shared_data, ladder)
-    efficiency.share_cores(args.workers)
     climbs = [c for c in plan(ladder, data_dir) if c.objective in args.objectives]
     max_rung = args.max_rung or ladder.rungs
     for c in climbs:
@@ -775,6 +786,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     sitting = Sitting(ladder, data_dir, args.out, Store(args.results), deadline)
     record_baselines(sitting.store, data_dir)
     record_unigram_baseline(sitting.store, data_dir, ladder.budget.seq_length)
+    climbing = unfinished(sitting, climbs, max_rung)
+    workers = runs_at_once(sitting, climbing, args.workers)
+    efficiency.share_cores(workers)
+    if workers < args.workers:
+        log(f"{workers} run(s) at a time, on all the cores: less work is left than "
+            f"--workers {args.workers} shares them for")
 
     def random_weights(workers: int) -> None:
         # Each of its runs in a model directory of its own, so that workers share its runs.
@@ -789,11 +806,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             efficiency.side_by_side(workers, lambda c: climb(sitting, c, index), climbs)
 
     try:
-        if len(climbs) < args.workers:  # one climb: random weights beside it, not before it
+        if len(climbing) < workers:  # one climb: random weights beside it, not before it
             efficiency.side_by_side(2, lambda part: part(1), [random_weights, rungs])
         else:
-            random_weights(args.workers)
-            rungs(args.workers)
+            random_weights(workers)
+            rungs(workers)
         finished = max_rung == ladder.rungs
         log("the ladder is done" if finished else f"rungs 1-{max_rung} are done")
     except efficiency.Stopped as stopped:

@@ -287,6 +287,29 @@ def _data(directory: pathlib.Path, vocab: str = "[PAD]\n[CLS]\n[SEP]\n") -> path
     return directory
 
 
+def test_a_run_left_alone_takes_every_core(tmp_path):
+    """--workers 2 keeps two runs side by side only while two pieces of work are left."""
+    sitting = _sitting(tmp_path)
+    electra, bert = ladder.plan(sitting.ladder, "/nonexistent")[:2]
+    assert ladder.unfinished(sitting, [electra, bert], 1) == [electra, bert]
+    assert ladder.runs_at_once(sitting, [electra, bert], 2) == 2
+    assert ladder.runs_at_once(sitting, [electra], 2) == 2  # random weights beside it
+    sitting.store.append("probe", [{"objective": "none", "pretrain_steps": 0}])
+    sitting.store.append("finetune", [
+        {"objective": "none", "pretrain_steps": 0, "task": task.name, "learning_rate": lr}
+        for task in sitting.ladder.tasks for lr in sitting.ladder.budget.finetune_lrs])
+    assert ladder.runs_at_once(sitting, [electra], 2) == 1
+    assert ladder.runs_at_once(sitting, [], 2) == ladder.runs_at_once(sitting, [bert], 1) == 1
+    steps = electra.rungs[0].steps
+    sitting.store.append("probe", [{"objective": "electra", "pretrain_steps": steps}])
+    sitting.store.append("finetune", [
+        {"objective": "electra", "pretrain_steps": steps, "task": task.name,
+         "learning_rate": lr}
+        for task in sitting.ladder.tasks for lr in sitting.ladder.budget.finetune_lrs])
+    assert ladder.unfinished(sitting, [electra, bert], 1) == [bert]
+    assert ladder.unfinished(sitting, [electra, bert], 2) == [electra, bert]
+
+
 def test_a_trunk_is_saved_with_the_records_and_continued_from_there_on_another_machine(
         tmp_path):
     from electra_tf import resume

@@ -738,8 +738,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "this sitting (default: all); the rungs stay at the ladder's FLOPs")
     parser.add_argument("--workers", type=int, default=1,
                         help="runs side by side, each on cpu_count / workers threads (2: two "
-                             "climbs, each on one core; a sitting of one climb fine-tunes "
-                             "random weights beside it)")
+                             "climbs, each on one core; one climb, random weights' fine-tuning "
+                             "beside it while that is unfinished); fewer when less work is left, "
+                             "so that a run left alone takes every core")
     parser.add_argument("--shared_data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--results", default=None,
                         help="the records' directory (default: experiments/results/LADDER, "
@@ -806,7 +807,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             efficiency.side_by_side(workers, lambda c: climb(sitting, c, index), climbs)
 
     try:
-        if len(climbing) < workers:  # one climb: random weights beside it, not before it
+        if len(climbing) == 1 < workers:  # one climb: random weights beside it, not before it
             efficiency.side_by_side(2, lambda part: part(1), [random_weights, rungs])
         else:
             random_weights(workers)

@@ -21,7 +21,8 @@ words unseen in its training sentences (`unseen_accuracy`):
 - "ELECTRA beats BERT at B" when ELECTRA's median is higher than BERT's with p < 0.05. A
   variant of ELECTRA the ladder climbs (a generator of 1/2) is compared with BERT and with
   ELECTRA the same way, and is not among the objectives the first verdict chooses from; the
-  Table 5 objectives, climbed at ELECTRA's steps, are compared with ELECTRA there.
+  Table 5 objectives, climbed at the steps of the ELECTRA recipe with their generator
+  (electra or electra_half), are compared with it there.
 With 5 seeds a side the smallest possible p is 0.008; with 3, 0.1 (never a verdict).
 """
 

@@ -307,7 +307,7 @@ def _declared(classes: list[ast.ClassDef]) -> dict[str, ast.AST | None]:
     """The annotated names the classes declare: a ClassVar's name to its value, a field's
     name to None."""
     declared = {}
-    for cls in classes:
+    for cls in reversed(classes):  # a subclass's declarations over its bases'
         for s in cls.body:
             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
                 annotation = s.annotation.value if isinstance(s.annotation, ast.Subscript) \
@@ -345,16 +345,15 @@ def hparam_names() -> set[str]:
 def test_every_hparam_has_a_row_in_its_docs_table():
     """An unknown-hparam error sends the user to the doc HPARAMS_DOC names ("every hparam is
     listed in ..."): every field of that class and its bases (a kind of task's TaskHparams go
-    to fine-tuning's doc) is named in a row of one of that doc's tables. model_name and
-    data_dir are flags, and DERIVED fields are computed, not set."""
+    to fine-tuning's doc) is named in the first cell of a row of one of that doc's tables.
+    model_name and data_dir are flags, and DERIVED fields are computed, not set."""
     classes, missing = _package_classes(), []
-    fine_tuning = next(_declared([c])["HPARAMS_DOC"].value for c in classes.values()
-                       if c.name == "FinetuningConfig")
+    fine_tuning = _declared([classes["FinetuningConfig"]])["HPARAMS_DOC"].value
     for cls in filter(_is_hparams, classes.values()):
         declared = _declared(_with_bases(cls, classes))
         doc = declared["HPARAMS_DOC"].value if "HPARAMS_DOC" in declared else fine_tuning
-        rows = [line for line in (REPO / doc.split("#")[0]).read_text(encoding="utf-8")
-                .splitlines() if line.startswith("|")]
+        rows = [line.split("|")[1] for line in (REPO / doc.split("#")[0])
+                .read_text(encoding="utf-8").splitlines() if line.startswith("|")]
         exempt = {"model_name", "data_dir", *_strings(declared.get("DERIVED"))}
         missing += [f"{name} ({cls.name}) in {doc}" for name, class_var in declared.items()
                     if class_var is None and name not in exempt

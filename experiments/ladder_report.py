@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import detection_baselines  # noqa: E402
 import efficiency_plan  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
@@ -453,8 +454,11 @@ def plot_curves(curves: Sequence[Curve], path: str) -> None:
 
 
 # The pretraining scalars the report shows (curves.jsonl), with their labels.
+# Accuracy at [MASK] is the one that shows whether a generator reads its context: the
+# other masked positions keep or randomize their word, and the kept word is easy.
 PRETRAINING_SHOWN = (("masked_lm_loss", "masked-LM loss (nats)"),
                      ("masked_lm_accuracy", "masked-LM accuracy"),
+                     ("masked_lm_accuracy_at_mask", "masked-LM accuracy at [MASK]"),
                      ("disc_auc", "replaced-token detection AUC"))
 
 
@@ -499,6 +503,22 @@ def pretraining_table(curves: Sequence[dict[str, Any]],
     return "\n".join(lines)
 
 
+def detection_table(lines: Sequence[dict[str, Any]], pretrain: Sequence[dict[str, Any]]) -> str:
+    """Each discriminator's replaced-token AUC beside the detectors that read a token and its
+    neighbours only (detection.jsonl, experiments/detection_baselines.py): the mean of the two
+    folds, and the folds."""
+    objective = {r["model"]: r["objective"] for r in pretrain}
+    header = ["model", "step", "tokens judged", "replaced"] + list(detection_baselines.DETECTORS)
+    out = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for r in lines:
+        name = NAMES.get(objective.get(r["model"], r["objective"]), r["model"])
+        out.append(f"| {name} | {r['step']} | {r['positions']} | {r['replaced_share']:.3f} | "
+                   + " | ".join(f"{np.mean(r['auc'][d]):.3f} ({r['auc'][d][0]:.3f}, "
+                                f"{r['auc'][d][1]:.3f})" for d in detection_baselines.DETECTORS)
+                   + " |")
+    return "\n".join(out)
+
+
 def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict[str, float]],
                      path: str) -> None:
     """The trunks' and branches' pretraining scalars against FLOPs, one panel per scalar, with
@@ -509,7 +529,7 @@ def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    fig, axes = plt.subplots(1, len(PRETRAINING_SHOWN), figsize=(12, 3.6))
+    fig, axes = plt.subplots(1, len(PRETRAINING_SHOWN), figsize=(16, 3.6))
     for ax, (tag, label) in zip(axes, PRETRAINING_SHOWN):
         for objective in ordered(r["objective"] for r in curves):
             for model in sorted({r["model"] for r in curves if r["objective"] == objective}):
@@ -614,6 +634,16 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "which it copies. A masked LM uses the context only where it does better than the "
             f"second row. `{name}_pretraining.png` draws the whole curves.\n\n"
             + pretraining_table(curves, no_context))
+    detection = records.read(os.path.join(results_dir, "detection.jsonl"))
+    if detection:
+        sections.append(
+            "## What the discriminators detect\n\n"
+            "Replaced-token detection AUC on the first pretraining file's tokens, corrupted by "
+            "the run's own generator (detection.jsonl, `experiments/detection_baselines.py`): "
+            "the discriminator's logit beside a detector that reads the token alone and one "
+            "that reads the token and its neighbours' bigrams, counted on the other pretraining "
+            "files; the last column adds the discriminator's logit to the bigrams. Each cell: "
+            "the mean of two folds (the folds).\n\n" + detection_table(detection, pretrain))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune))
     table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")

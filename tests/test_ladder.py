@@ -679,6 +679,24 @@ def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
         "ladder_results.md"]
 
 
+def test_the_report_sets_each_discriminator_beside_the_bigram_detector(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = _hand_made(tmp_path)
+    records.append(str(path / "pretrain.jsonl"), [
+        {"objective": "electra_half", "kind": "branch", "model": "wide_electra_half_90",
+         "pretrain_steps": 90, "finished": True, "wall_seconds": 60, "cpu_seconds": 60}])
+    auc = {"discriminator": [0.7, 0.8], "the token alone": [0.5, 0.52],
+           "the token and its neighbours' bigrams": [0.9, 0.92],
+           "bigrams and the discriminator": [0.95, 0.93]}
+    records.append(str(path / "detection.jsonl"), [
+        {"model": "wide_electra_half_90", "objective": "electra", "step": 90,
+         "positions": 1000, "replaced_share": 0.12, "auc": auc}])
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert ("| ELECTRA, generator 1/2 | 90 | 1000 | 0.120 | 0.750 (0.700, 0.800) | "
+            "0.510 (0.500, 0.520) | 0.910 (0.900, 0.920) | 0.940 (0.950, 0.930) |") in text
+
+
 def test_several_ladders_share_one_curve(tmp_path, monkeypatch, capsys):
     pytest.importorskip("matplotlib")
     small, wide = _hand_made(tmp_path / "small"), _hand_made(tmp_path / "wide")
@@ -710,23 +728,25 @@ def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram
             ("electra", "electra_100", "branch", 90, {"masked_lm_loss": 6.5, "disc_auc": 0.6}),
             ("electra", "electra_100", "branch", 100, {"masked_lm_loss": 6.1, "disc_auc": 0.7}),
             ("mlm", "mlm_110", "branch", 110, {"masked_lm_loss": 5.9,
-                                               "masked_lm_accuracy": 0.21}))])
+                                               "masked_lm_accuracy": 0.21,
+                                               "masked_lm_accuracy_at_mask": 0.08}))])
     records.append(str(path / "baseline.jsonl"), [
         {"task": "pretraining", "baseline": name, "split": "train", "metric": metric,
          "score": score}
         for name, metric, score in (
             (ladder.UNIGRAM, "masked_lm_loss", 6.2), (ladder.UNIGRAM, "masked_lm_accuracy", 0.05),
+            (ladder.UNIGRAM, "masked_lm_accuracy_at_mask", 0.05),
             (ladder.KEPT_OR_UNIGRAM, "masked_lm_loss", 5.3),
             (ladder.KEPT_OR_UNIGRAM, "masked_lm_accuracy", 0.19))])
     written = ladder_report.write(str(path), str(tmp_path / "report"))
     assert pathlib.Path(written[-1]).name == "ladder_pretraining.png"
     assert pathlib.Path(written[-1]).stat().st_size > 0
     text = (tmp_path / "report" / "ladder_results.md").read_text()
-    assert "| ELECTRA | 100 | 3e+12 | 6.100 | - | 0.700 |" in text  # the branch's last step
-    assert "| BERT (MLM) | 110 | 3.3e+12 | 5.900 | 0.210 | - |" in text
-    assert "| no context: unigram distribution | | | 6.200 | 0.050 | - |" in text
+    assert "| ELECTRA | 100 | 3e+12 | 6.100 | - | - | 0.700 |" in text  # the branch's last step
+    assert "| BERT (MLM) | 110 | 3.3e+12 | 5.900 | 0.210 | 0.080 | - |" in text
+    assert "| no context: unigram distribution | | | 6.200 | 0.050 | 0.050 | - |" in text
     assert ("| no context: the kept token, else the unigram distribution | | | 5.300 | 0.190 "
-            "| - |") in text
+            "| - | - |") in text
     assert "trunk_electra" not in text
 
 

@@ -1,0 +1,267 @@
+"""What a pretrained discriminator detects: its replaced-token AUC beside detectors that read
+no more of the sentence than a token and its two neighbours.
+
+  python experiments/detection_baselines.py --data_dir DATA_DIR --model_name NAME
+      [--step N] [--batches 16] [--results experiments/results/LADDER/detection.jsonl]
+
+A discriminator's training AUC says how well it tells generator samples from the text, not what
+it reads to do so. This runs a pretraining run's generator and discriminator (the checkpoint,
+inference mode, the run's own masking and sampling from --seed) on --batches batches of the
+first pretraining TFRecord file, and scores every real token of the corrupted input by:
+
+- the discriminator: its logit, the training metric disc_auc's score;
+- the token alone: how often that token id was a replacement, counted on the other fold;
+- the token and its neighbours' bigrams: a logistic regression on the token alone's rate, the
+  pointwise mutual information of (left neighbour, token) and of (token, right neighbour),
+  and whether each of those bigrams is missing from the other TFRecord files' text;
+- bigrams and the discriminator: the same regression with the discriminator's logit added.
+
+The last detector gains over the discriminator alone by what bigrams know and it missed. The
+bigram and unigram counts come from the pretraining files after the first, so that the bigram
+detector has not read the sentences it judges (the discriminator has: it trained on them).
+Positions are those disc_auc counts: every real token, [CLS] and [SEP] included. The batches
+are split in two folds by parity; each detector is fitted on one and scored on the other, and
+a record holds both folds' AUCs. Each run appends one record to --results (JSON Lines), which
+experiments/ladder_report.py tabulates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from typing import Sequence
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (REPO, os.path.join(REPO, "experiments")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import records  # noqa: E402
+
+DISCRIMINATOR = "discriminator"
+TOKEN = "the token alone"
+BIGRAMS = "the token and its neighbours' bigrams"
+BIGRAMS_AND_DISCRIMINATOR = "bigrams and the discriminator"
+DETECTORS = (DISCRIMINATOR, TOKEN, BIGRAMS, BIGRAMS_AND_DISCRIMINATOR)
+# Pseudo-counts pulling a token's replaced rate towards the fold's rate: a token seen a few
+# times gets little more than the base rate.
+TOKEN_PRIOR = 10.0
+# Dirichlet smoothing of P(token | neighbour) towards P(token), in pseudo-counts.
+BIGRAM_PRIOR = 10.0
+EDGE = -1  # the neighbour of a sequence's first and last token
+
+
+@dataclasses.dataclass
+class Counts:
+    """Unigram and bigram counts of token ids: `pairs` the sorted keys left * vocab + right."""
+    vocab_size: int
+    unigrams: np.ndarray
+    pairs: np.ndarray
+    pair_counts: np.ndarray
+
+    @classmethod
+    def of(cls, sequences: Sequence[tuple[np.ndarray, np.ndarray]], vocab_size: int) -> Counts:
+        """Counts over (input_ids, input_mask) batches: each real token and each pair of
+        adjacent real tokens."""
+        unigrams = np.zeros(vocab_size, np.int64)
+        keys = []
+        for ids, mask in sequences:
+            ids = ids.astype(np.int64)
+            real = mask.astype(bool)
+            unigrams += np.bincount(ids[real], minlength=vocab_size)
+            both = real[:, :-1] & real[:, 1:]
+            keys.append(ids[:, :-1][both] * vocab_size + ids[:, 1:][both])
+        pairs, pair_counts = np.unique(np.concatenate(keys), return_counts=True)
+        return cls(vocab_size, unigrams, pairs, pair_counts)
+
+    def bigram(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """How often `right` followed `left` (0 with an EDGE)."""
+        keys = np.where((left < 0) | (right < 0), -1,
+                        left.astype(np.int64) * self.vocab_size + right)
+        at = np.clip(np.searchsorted(self.pairs, keys), 0, len(self.pairs) - 1)
+        return np.where(self.pairs[at] == keys, self.pair_counts[at], 0)
+
+    def pmi(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """log P(right | left) / P(right), P(right | left) smoothed towards P(right); 0 at an
+        EDGE (no evidence either way)."""
+        p = (self.unigrams + 1.0) / (self.unigrams.sum() + self.vocab_size)
+        p_right = p[np.maximum(right, 0)]
+        given = (self.bigram(left, right) + BIGRAM_PRIOR * p_right) / (
+            self.unigrams[np.maximum(left, 0)] + BIGRAM_PRIOR)
+        return np.where((left < 0) | (right < 0), 0.0, np.log(given / p_right))
+
+
+@dataclasses.dataclass
+class Positions:
+    """The real tokens of the corrupted batches, flattened: token, neighbours, label (replaced
+    and different from the original), the discriminator's logit, and the batch index."""
+    token: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    label: np.ndarray
+    logit: np.ndarray
+    batch: np.ndarray
+
+    @classmethod
+    def of(cls, outputs: Sequence[dict[str, np.ndarray]]) -> Positions:
+        """From the pretraining model's outputs (fake_input_ids, input_mask, disc_labels,
+        disc_logits) of each batch."""
+        parts = []
+        for index, out in enumerate(outputs):
+            ids, real = out["fake_input_ids"].astype(np.int64), out["input_mask"].astype(bool)
+            edge = np.full((len(ids), 1), EDGE, np.int64)
+            left = np.concatenate([edge, np.where(real, ids, EDGE)[:, :-1]], 1)
+            right = np.concatenate([np.where(real, ids, EDGE)[:, 1:], edge], 1)
+            parts.append((ids[real], left[real], right[real], out["disc_labels"][real],
+                          out["disc_logits"][real], np.full(real.sum(), index)))
+        return cls(*(np.concatenate(column) for column in zip(*parts)))
+
+    def take(self, where: np.ndarray) -> Positions:
+        return Positions(*(getattr(self, f.name)[where] for f in dataclasses.fields(self)))
+
+
+def token_rate(fit: Positions, tokens: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Each token's replaced rate in `fit`, smoothed towards fit's overall rate."""
+    base = fit.label.mean()
+    replaced = np.bincount(fit.token, weights=fit.label, minlength=vocab_size)
+    seen = np.bincount(fit.token, minlength=vocab_size)
+    return ((replaced + TOKEN_PRIOR * base) / (seen + TOKEN_PRIOR))[tokens]
+
+
+def cross_fitted_rate(positions: Positions, vocab_size: int) -> np.ndarray:
+    """token_rate for every position, counted on the other half of `positions` (by batch),
+    so that no position's rate has seen its own label: the regression is fitted on rates as
+    unseen as those it is scored with."""
+    half = (positions.batch // 2) % 2 == 0
+    rate = np.empty(len(positions.label))
+    for part in (half, ~half):
+        rate[part] = token_rate(positions.take(~part), positions.token[part], vocab_size)
+    return rate
+
+
+def features(positions: Positions, rate: np.ndarray, counts: Counts,
+             with_logit: bool) -> np.ndarray:
+    """The bigram detector's inputs (see the module docstring), the logit last if asked."""
+    rate = np.clip(rate, 1e-6, 1 - 1e-6)
+    columns = [np.log(rate / (1 - rate)),
+               counts.pmi(positions.left, positions.token),
+               counts.pmi(positions.token, positions.right),
+               counts.bigram(positions.left, positions.token) == 0,
+               counts.bigram(positions.token, positions.right) == 0]
+    if with_logit:
+        columns.append(positions.logit)
+    return np.stack(columns, 1).astype(np.float64)
+
+
+def fold_aucs(positions: Positions, counts: Counts) -> dict[str, list[float]]:
+    """Each detector's AUC on each fold (batches of even, then odd index), fitted on the other."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    aucs: dict[str, list[float]] = {name: [] for name in DETECTORS}
+    for held_out in (0, 1):
+        test = positions.take(positions.batch % 2 == held_out)
+        fit = positions.take(positions.batch % 2 != held_out)
+        if len(set(test.label)) < 2 or len(set(fit.label)) < 2:
+            raise ValueError("a fold has no replaced token or only replaced tokens: read more "
+                             "batches (--batches)")
+        aucs[DISCRIMINATOR].append(roc_auc_score(test.label, test.logit))
+        test_rate = token_rate(fit, test.token, counts.vocab_size)
+        aucs[TOKEN].append(roc_auc_score(test.label, test_rate))
+        fit_rate = cross_fitted_rate(fit, counts.vocab_size)
+        for name, with_logit in ((BIGRAMS, False), (BIGRAMS_AND_DISCRIMINATOR, True)):
+            regression = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+            regression.fit(features(fit, fit_rate, counts, with_logit), fit.label)
+            scores = regression.decision_function(features(test, test_rate, counts, with_logit))
+            aucs[name].append(roc_auc_score(test.label, scores))
+    return {name: [float(a) for a in values] for name, values in aucs.items()}
+
+
+# ----------------------------------------------------------------------------- running a model
+
+def run_model(data_dir: str, model_name: str, step: int | None, batches: int,
+              seed: int) -> tuple[dict, list[dict[str, np.ndarray]], Counts]:
+    """The run's config and checkpoint, its outputs on `batches` batches of the first
+    pretraining file, and the counts of the other files."""
+    import tensorflow as tf
+    from electra_tf import config as config_lib
+    from electra_tf import data, pretraining, resume
+
+    config = config_lib.from_hparams(model_name, data_dir, {"seed": seed})
+    if config.objective not in config_lib.detection_objectives():
+        raise SystemExit(f"--model_name {model_name}: its objective {config.objective!r} "
+                         "trains no replaced-token detector; choose an ELECTRA run")
+    steps = resume.checkpoint_steps(config.model_dir)
+    if not steps or (step is not None and step not in steps):
+        raise SystemExit(f"--step: {config.model_dir} has checkpoints at steps {steps}")
+    step = max(steps) if step is None else step
+    files = sorted(data.list_files(config.pretrain_tfrecords))
+    if len(files) < 2:
+        raise SystemExit(f"{config.pretrain_tfrecords}: needs two files or more (the first is "
+                         "judged, the others give the bigram counts)")
+    special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file),
+                                                config.vocab_file)
+    state = pretraining.create_state(config, special, tf.distribute.get_strategy())
+    resume.checkpoint(state.model).restore(
+        os.path.join(config.model_dir, f"ckpt-{step}")).expect_partial()
+
+    keys = ("fake_input_ids", "input_mask", "disc_labels", "disc_logits")
+    judged = data.pretraining_dataset(files[:1], config.eval_batch_size, config.max_seq_length,
+                                      is_training=False).take(batches)
+    outputs = [{k: v.numpy() for k, v in state.model(features, training=False).items()
+                if k in keys} for features in judged]
+    if len(outputs) < 4:
+        raise SystemExit(f"{files[0]} holds fewer than four batches of {config.eval_batch_size}")
+    text = tf.data.TFRecordDataset(files[1:]).batch(1024).map(
+        lambda r: data.decode_record(r, config.max_seq_length))
+    counts = Counts.of([(b["input_ids"], b["input_mask"]) for b in text.as_numpy_iterator()],
+                       config.vocab_size)
+    about = {"model": model_name, "step": step, "objective": config.objective,
+             "generator_hidden_size": config.generator_hidden_size, "seed": seed,
+             "batches": len(outputs), "batch_size": config.eval_batch_size,
+             "judged_file": os.path.basename(files[0]), "counted_tokens": int(counts.unigrams.sum())}
+    return about, outputs, counts
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data_dir", required=True,
+                        help="the run's DATA_DIR (pretrain_tfrecords/, vocab.txt, models/)")
+    parser.add_argument("--model_name", required=True,
+                        help="the ELECTRA run under DATA_DIR/models")
+    parser.add_argument("--step", type=int, default=None,
+                        help="the checkpoint's step (default: the latest)")
+    parser.add_argument("--batches", type=int, default=16,
+                        help="batches of eval_batch_size judged (at least 4: two folds, "
+                             "each fitted on halves of the other)")
+    parser.add_argument("--seed", type=int, default=0, help="the masking's and sampling's")
+    parser.add_argument("--results", required=True, help="the JSON Lines file appended to")
+    args = parser.parse_args(argv)
+    if args.batches < 4:
+        parser.error(f"--batches must be at least 4 (two folds, each fitted on halves of the "
+                     f"other), got {args.batches}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    about, outputs, counts = run_model(args.data_dir, args.model_name, args.step, args.batches,
+                                       args.seed)
+    positions = Positions.of(outputs)
+    record = {**about, "positions": int(len(positions.label)),
+              "replaced_share": float(positions.label.mean()),
+              "auc": fold_aucs(positions, counts)}
+    records.append(args.results, [record])
+    for name, values in record["auc"].items():
+        print(f"{name}: AUC {np.mean(values):.3f} (folds {values[0]:.3f}, {values[1]:.3f})")
+    print(f"appended to {args.results}")
+
+
+if __name__ == "__main__":
+    main()

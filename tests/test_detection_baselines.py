@@ -1,0 +1,102 @@
+"""experiments/detection_baselines.py: each detector finds what it can read and nothing more on
+hand-made text with a planted bigram rule, and a saved pretraining run is judged end to end."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO, tiny_config
+
+sys.path.insert(0, str(REPO / "experiments"))
+import detection_baselines as db  # noqa: E402
+import records  # noqa: E402
+
+VOCAB = 50
+
+
+def _chain(rng, rows, length=24):
+    """Text in which each token follows from the one before (t -> 3t + 1 mod VOCAB): its
+    bigrams say everything, its unigrams nothing (every token about equally frequent)."""
+    ids = np.empty((rows, length), np.int64)
+    ids[:, 0] = rng.integers(0, VOCAB, rows)
+    for i in range(1, length):
+        ids[:, i] = (3 * ids[:, i - 1] + 1) % VOCAB
+    return ids
+
+
+def _outputs(rng, batches, logit_knows):
+    """Corrupted batches: 15% of tokens replaced by uniform draws; a discriminator logit that
+    is the label plus noise where `logit_knows`, else noise alone."""
+    out = []
+    for _ in range(batches):
+        ids = _chain(rng, 8)
+        replaced = rng.random(ids.shape) < 0.15
+        fake = np.where(replaced, rng.integers(0, VOCAB, ids.shape), ids)
+        labels = (fake != ids).astype(np.int32)
+        noise = rng.normal(size=ids.shape)
+        out.append({"fake_input_ids": fake, "input_mask": np.ones_like(ids),
+                    "disc_labels": labels,
+                    "disc_logits": (2.0 * labels + noise if logit_knows else noise)})
+    return out
+
+
+def test_the_bigram_detector_reads_a_planted_bigram_rule_and_the_token_alone_does_not():
+    rng = np.random.default_rng(0)
+    text = _chain(rng, 400)
+    counts = db.Counts.of([(text, np.ones_like(text))], VOCAB)
+    aucs = db.fold_aucs(db.Positions.of(_outputs(rng, 8, logit_knows=False)), counts)
+    assert set(aucs) == set(db.DETECTORS) and all(len(v) == 2 for v in aucs.values())
+    assert min(aucs[db.BIGRAMS]) > 0.95
+    assert max(abs(a - 0.5) for a in aucs[db.TOKEN] + aucs[db.DISCRIMINATOR]) < 0.1
+    assert min(aucs[db.BIGRAMS_AND_DISCRIMINATOR]) > 0.95
+
+
+def test_a_discriminator_that_knows_more_than_bigrams_gains_nothing_from_them_only_when_it_does():
+    rng = np.random.default_rng(1)
+    text = _chain(rng, 400)
+    counts = db.Counts.of([(text, np.ones_like(text))], VOCAB)
+    aucs = db.fold_aucs(db.Positions.of(_outputs(rng, 8, logit_knows=True)), counts)
+    assert 0.8 < min(aucs[db.DISCRIMINATOR]) < 0.95  # label + noise: good, not perfect
+    assert min(np.subtract(aucs[db.BIGRAMS_AND_DISCRIMINATOR], aucs[db.DISCRIMINATOR])) > 0.03
+
+
+def test_counts_and_pmi_of_hand_counted_text():
+    ids = np.array([[1, 2, 3, 0], [1, 2, 2, 0]])
+    mask = np.array([[1, 1, 1, 0], [1, 1, 1, 0]])
+    counts = db.Counts.of([(ids, mask)], 5)
+    assert counts.unigrams.tolist() == [0, 2, 3, 1, 0]  # the padding is not text
+    assert counts.bigram(np.array([1, 2, 2, 3, db.EDGE]), np.array([2, 3, 2, 0, 1])).tolist() \
+        == [2, 1, 1, 0, 0]
+    pmi = counts.pmi(np.array([1, 3, db.EDGE]), np.array([2, 1, 1]))
+    assert pmi[0] > 0 > pmi[1] and pmi[2] == 0.0
+
+
+def test_a_saved_pretraining_run_is_judged_and_its_record_appended(data_dir, tmp_path):
+    from electra_tf import pretraining, resume
+    import tensorflow as tf
+
+    config = tiny_config(data_dir)
+    model_dir = data_dir / "models" / "tiny"
+    model_dir.mkdir(parents=True)
+    (model_dir / "pretrain_config.json").write_text(config.to_json())
+    special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file))
+    state = pretraining.create_state(config, special, tf.distribute.get_strategy())
+    resume.checkpoint(state.model).write(str(model_dir / "ckpt-7"))
+
+    results = tmp_path / "detection.jsonl"
+    db.main(["--data_dir", str(data_dir), "--model_name", "tiny", "--batches", "4",
+             "--results", str(results)])
+    record, = records.read(str(results))
+    assert record["step"] == 7 and record["batches"] == 4 and record["batch_size"] == 8
+    assert record["judged_file"].endswith("-0-of-2")
+    assert record["counted_tokens"] > 0 and 0 < record["replaced_share"] < 1
+    assert all(len(v) == 2 and all(0 <= a <= 1 for a in v) for v in record["auc"].values())
+    json.dumps(record)
+
+
+def test_flags_are_checked_before_any_model_is_read():
+    with pytest.raises(SystemExit):
+        db.parse_args(["--data_dir", "d", "--model_name", "m", "--results", "r",
+                       "--batches", "2"])

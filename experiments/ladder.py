@@ -25,14 +25,15 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
      (objective `none`) on every task, `trials` seeds at each learning rate of the budget's
      sweep; every model chooses its rate on dev, and test is reported.
   4. the linear probe (electra_tf.probe) of every rung's frozen discriminator and of random
-     weights on every task.
+     weights on every task; for a discriminator that judges every token, what it detects
+     beside bigram counts (experiments/detection_baselines.py).
   5. the report (experiments/ladder_report.py), from the records alone.
 
 Every finished run appends its records to JSON Lines files in --results (default
 experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl,
-curves.jsonl (each pretraining piece's logged losses and metrics), baseline.jsonl (the
-most-frequent-tag tagger, the unigram masked LM) (experiments/records.py). A run whose records
-are there is skipped, so a rerun resumes; the pretraining runs also resume from their
+detection.jsonl, curves.jsonl (each pretraining piece's logged losses and metrics),
+baseline.jsonl (the most-frequent-tag tagger, the unigram masked LM) (experiments/records.py).
+A run whose records are there is skipped, so a rerun resumes; the pretraining runs also resume from their
 checkpoints in DIR. --hours ends a sitting: no run starts after it, and a pretraining run still
 going gets SIGTERM (it writes a checkpoint and the next sitting continues it exactly; the CPU
 time it spent is recorded). Progress goes to stdout, each run's output to DIR/logs/.
@@ -59,6 +60,7 @@ for path in (REPO, os.path.join(REPO, "experiments")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import detection_baselines  # noqa: E402
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
 import efficiency_plan  # noqa: E402
@@ -514,12 +516,41 @@ def probe(sitting: Sitting, objective: str, steps: int, flops: float, model: str
                                              "metric": None, "score": None}])
 
 
+def detect(sitting: Sitting, objective: str, steps: int, model: str) -> None:
+    """detection.jsonl: what the model's discriminator detects beside bigram counts
+    (experiments/detection_baselines.py), for the objectives whose discriminator judges every
+    token. A diagnostic, not part of a rung's evaluation: a model lost with another machine
+    is not made again for it."""
+    from electra_tf import resume
+
+    objective = efficiency_plan.VARIANTS.get(objective, (objective, {}))[0]
+    if not detection_baselines.judges(objective) or \
+            sitting.store.has("detection", model=model, step=steps):
+        return
+    if steps not in resume.checkpoint_steps(model_dir(sitting, model)):
+        log(f"{model}: no checkpoint at step {steps} here, so its discriminator is not judged "
+            "against bigram counts")
+        return
+    sitting.check_time()
+    try:
+        record = detection_baselines.judge(sitting.data_dir, model, steps,
+                                           batch_size=sitting.ladder.budget.batch_size)
+    except detection_baselines.TooLittleText as e:
+        log(f"{model}'s discriminator is not judged against bigram counts: {e}")
+        return
+    sitting.store.append("detection", [record])
+    log(f"judged {model}'s discriminator: AUC " + ", ".join(
+        f"{name} {sum(aucs) / len(aucs):.3f}" for name, aucs in record["auc"].items()))
+
+
 def evaluate(sitting: Sitting, objective: str, steps: int, flops: float, model: str) -> None:
-    """Every task at every learning rate of the sweep, then the probe."""
+    """Every task at every learning rate of the sweep, then the probe and, for a
+    discriminator, what it detects."""
     for task in sitting.ladder.tasks:
         for learning_rate in sitting.ladder.budget.finetune_lrs:
             finetune(sitting, objective, steps, flops, model, task, learning_rate)
     probe(sitting, objective, steps, flops, model)
+    detect(sitting, objective, steps, model)
 
 
 def evaluated(sitting: Sitting, objective: str, steps: int) -> bool:

@@ -638,7 +638,7 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     if detection:
         sections.append(
             "## What the discriminators detect\n\n"
-            "Replaced-token detection AUC on the first pretraining file's tokens, corrupted by "
+            "Replaced-token detection AUC on the first pretraining files' tokens, corrupted by "
             "the run's own generator (detection.jsonl, `experiments/detection_baselines.py`): "
             "the discriminator's logit beside a detector that reads the token alone and one "
             "that reads the token and its neighbours' bigrams, counted on the other pretraining "

@@ -53,13 +53,44 @@ def test_the_bigram_detector_reads_a_planted_bigram_rule_and_the_token_alone_doe
     assert min(aucs[db.BIGRAMS_AND_DISCRIMINATOR]) > 0.95
 
 
-def test_a_discriminator_that_knows_more_than_bigrams_gains_nothing_from_them_only_when_it_does():
+def test_a_discriminator_and_the_bigrams_together_beat_either_when_each_knows_part():
     rng = np.random.default_rng(1)
     text = _chain(rng, 400)
     counts = db.Counts.of([(text, np.ones_like(text))], VOCAB)
     aucs = db.fold_aucs(db.Positions.of(_outputs(rng, 8, logit_knows=True)), counts)
     assert 0.8 < min(aucs[db.DISCRIMINATOR]) < 0.95  # label + noise: good, not perfect
     assert min(np.subtract(aucs[db.BIGRAMS_AND_DISCRIMINATOR], aucs[db.DISCRIMINATOR])) > 0.03
+
+
+def test_labels_nothing_predicts_leave_every_fitted_detector_at_chance():
+    """Labels drawn apart from the tokens: a rate or regression that saw the labels it is
+    scored on would score above 0.5 here (the rates are counted per token, 50 tokens)."""
+    rng = np.random.default_rng(2)
+    text = _chain(rng, 400)
+    counts = db.Counts.of([(text, np.ones_like(text))], VOCAB)
+    outputs = _outputs(rng, 16, logit_knows=False)
+    for out in outputs:
+        out["disc_labels"] = (rng.random(out["disc_labels"].shape) < 0.3).astype(np.int32)
+    aucs = db.fold_aucs(db.Positions.of(outputs), counts)
+    for name in db.DETECTORS:
+        assert max(abs(a - 0.5) for a in aucs[name]) < 0.05, (name, aucs[name])
+
+
+def test_padding_is_no_token_and_no_neighbour():
+    ids = np.array([[5, 6, 7, 0], [8, 9, 0, 0]])
+    mask = (ids > 0).astype(np.int32)
+    positions = db.Positions.of([{"fake_input_ids": ids, "input_mask": mask,
+                                  "disc_labels": np.zeros_like(ids),
+                                  "disc_logits": np.zeros(ids.shape, np.float32)}])
+    assert positions.token.tolist() == [5, 6, 7, 8, 9]
+    assert positions.left.tolist() == [db.EDGE, 5, 6, db.EDGE, 8]
+    assert positions.right.tolist() == [6, 7, db.EDGE, 9, db.EDGE]
+    text = np.array([[5, 6, 7]])
+    features = db.features(positions, np.full(5, 0.1), db.Counts.of([(text, np.ones_like(text))],
+                                                                     10), with_logit=False)
+    # An edge is not a missing bigram: (8, 9) is one, (5, 6) and the edges are not.
+    assert features[:, 3].tolist() == [0, 0, 0, 0, 1]
+    assert features[:, 4].tolist() == [0, 0, 0, 1, 0]
 
 
 def test_counts_and_pmi_of_hand_counted_text():
@@ -90,10 +121,19 @@ def test_a_saved_pretraining_run_is_judged_and_its_record_appended(data_dir, tmp
              "--results", str(results)])
     record, = records.read(str(results))
     assert record["step"] == 7 and record["batches"] == 4 and record["batch_size"] == 8
-    assert record["judged_file"].endswith("-0-of-2")
+    assert record["judged_files"] == ["pretrain_data.tfrecord-0-of-2"]  # 5 batches
     assert record["counted_tokens"] > 0 and 0 < record["replaced_share"] < 1
     assert all(len(v) == 2 and all(0 <= a <= 1 for a in v) for v in record["auc"].values())
     json.dumps(record)
+
+
+def test_as_few_leading_files_are_judged_as_hold_the_batches_and_one_is_left_to_count(
+        data_dir):
+    files = sorted(str(p) for p in (data_dir / "pretrain_tfrecords").iterdir())  # 40 each
+    assert db.leading_files(files, 40) == files[:1]
+    assert db.leading_files(files, 41) == files[:1]  # never the last: it is counted
+    with pytest.raises(db.TooLittleText, match="two files or more"):
+        db.leading_files(files[:1], 8)
 
 
 def test_flags_are_checked_before_any_model_is_read():

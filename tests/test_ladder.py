@@ -272,6 +272,25 @@ def test_a_recorded_run_is_skipped_and_none_starts_after_the_deadline(tmp_path):
         ladder.finetune(late, "electra", 8, 9.5e9, "electra_8", task, 3e-4)
 
 
+def test_a_discriminator_is_judged_against_bigram_counts_once_and_others_never(
+        tmp_path, monkeypatch):
+    sitting = _sitting(tmp_path)
+    judged = []
+    monkeypatch.setattr(ladder.detection_baselines, "judge", lambda data_dir, model, step,
+                        batch_size: (
+        judged.append(model) or {"model": model, "step": step, "auc": {"discriminator": [0.7]}}))
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_half_9")), 9)
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_15_9")), 9)
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "mlm_9")), 9)
+    ladder.detect(sitting, "electra_half", 9, "electra_half_9")
+    ladder.detect(sitting, "electra_half", 9, "electra_half_9")  # recorded: skipped
+    ladder.detect(sitting, "electra_15", 9, "electra_15_9")  # judges the masked positions only
+    ladder.detect(sitting, "mlm", 9, "mlm_9")
+    ladder.detect(sitting, "electra", 9, "electra_9")  # no model here: not made for this
+    assert judged == ["electra_half_9"]
+    assert [r["model"] for r in sitting.store.read("detection")] == ["electra_half_9"]
+
+
 def _fake_checkpoint(directory: pathlib.Path, step: int, payload: bytes = b"w") -> None:
     """A checkpoint's files as resume.checkpoint_steps and resume.fork see them."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -824,6 +843,10 @@ def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
     probe = records.read(str(results / "probe.jsonl"))
     assert {(r["objective"], r["pretrain_steps"]) for r in probe} == models
     assert any(r["task"] == "pos" and r["metric"] == "unseen_accuracy" for r in probe)
+    detection = records.read(str(results / "detection.jsonl"))  # ELECTRA's discriminators
+    assert sorted((r["model"], r["step"]) for r in detection) == sorted(
+        (r.name, r.steps) for c in climbs if c.objective == "electra" for r in c.rungs
+    ), first.stdout[-3000:]
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "## The decision rule per budget" in text
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0

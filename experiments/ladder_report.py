@@ -207,9 +207,9 @@ class Table5Row:
     objective climbed beside it at those steps, compared with it when both are in."""
     reference: str  # the ELECTRA recipe (efficiency_plan.TABLE5_REFERENCE)
     steps: int
-    electra: Scores | None
+    reference_scores: Scores | None
     models: dict[str, Scores]
-    against_electra: dict[str, Comparison]
+    against_reference: dict[str, Comparison]
 
 
 def table5(scores: dict[tuple, Scores]) -> list[Table5Row]:
@@ -244,10 +244,10 @@ def table5_table(rows: Sequence[Table5Row], collapses: Sequence[list[str]] = ())
         lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         for i in group:
             r = rows[i]
-            cells = [str(r.steps), "-" if r.electra is None else
-                     f"{_cell(r.electra)} ({r.electra.pretrain_flops:.3g})"]
+            cells = [str(r.steps), "-" if r.reference_scores is None else
+                     f"{_cell(r.reference_scores)} ({r.reference_scores.pretrain_flops:.3g})"]
             for o in objectives:
-                c = r.against_electra.get(o)
+                c = r.against_reference.get(o)
                 cells += ["-" if o not in r.models else
                           f"{_cell(r.models[o])} ({r.models[o].pretrain_flops:.3g})",
                           "- (-)" if c is None else f"{_bold(c.verdict)} ({_p(c.p)})"]
@@ -605,8 +605,8 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     ]
     table5_rows = table5(select(finetune, VERDICT_TASK, VERDICT_METRIC))
     table5_collapses = [] if baseline is None else [
-        collapsed({**r.models, **({r.reference: r.electra} if r.electra else {})}, finetune,
-                  baseline) for r in table5_rows]
+        collapsed({**r.models, **({r.reference: r.reference_scores} if r.reference_scores
+                                  else {})}, finetune, baseline) for r in table5_rows]
     if table5_rows:
         sections.append(
             f"## Table 5 at ELECTRA's steps ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"

@@ -618,11 +618,11 @@ def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
     assert [set(v.models) for v in ladder_report.verdicts(scores)] == [
         {"electra", "mlm"}, {"electra", "mlm"}, {"mlm"}]
     row, = ladder_report.table5(scores)
-    assert row.steps == row.electra.pretrain_steps == 200
+    assert row.steps == row.reference_scores.pretrain_steps == 200
     assert set(row.models) == {"replace_mlm", "all_tokens_mlm"}
-    assert row.against_electra["replace_mlm"].verdict == "ELECTRA"
-    assert row.against_electra["replace_mlm"].p == pytest.approx(0.0079, abs=1e-4)
-    assert row.against_electra["all_tokens_mlm"].verdict == "no difference"
+    assert row.against_reference["replace_mlm"].verdict == "ELECTRA"
+    assert row.against_reference["replace_mlm"].p == pytest.approx(0.0079, abs=1e-4)
+    assert row.against_reference["all_tokens_mlm"].verdict == "no difference"
     table = ladder_report.table5_table([row])
     assert table.splitlines()[0] == (
         "| steps | ELECTRA (FLOPs) | Replace MLM (FLOPs) | against ELECTRA (p) | "
@@ -641,9 +641,9 @@ def test_a_table5_objective_ahead_of_electra_is_shown_and_collapses_are_named(tm
         + _runs("electra_15", 10, 1e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
         + _runs("electra_15", 10, 1e13, 1e-3, [24] * 5, [24] * 5, metric="accuracy"))
     first, second = ladder_report.table5(scores)
-    assert first.steps == 10 and second.steps == 9154 and second.electra is None
-    assert first.against_electra["electra_15"].verdict == "ELECTRA 15%"
-    assert second.against_electra == {}
+    assert first.steps == 10 and second.steps == 9154 and second.reference_scores is None
+    assert first.against_reference["electra_15"].verdict == "ELECTRA 15%"
+    assert second.against_reference == {}
     assert ladder_report.table5_table([first, second]).splitlines()[3].startswith(
         "| 9154 | - | 40.0 [40.0, 40.0] (40.0-40.0) (lr 0.001) (9e+14) | - (-) |")
     records.append(str(path / "baseline.jsonl"), [
@@ -666,8 +666,8 @@ def test_table5_with_the_half_generator_is_compared_with_electra_with_it(tmp_pat
         "electra", 10, {"electra_15"})
     assert (half.reference, half.steps, set(half.models)) == (
         "electra_half", 9, {"electra_15_half"})
-    assert half.electra.objective == "electra_half"
-    assert half.against_electra["electra_15_half"].verdict == "ELECTRA, generator 1/2"
+    assert half.reference_scores.objective == "electra_half"
+    assert half.against_reference["electra_15_half"].verdict == "ELECTRA, generator 1/2"
     # Neither is in the rule's table; electra_half is, beside BERT at its FLOPs.
     assert all("electra_15_half" not in v.models for v in ladder_report.verdicts(scores))
     first, second = ladder_report.table5_table([quarter, half]).split("\n\n")[:2]

@@ -33,10 +33,10 @@ Every finished run appends its records to JSON Lines files in --results (default
 experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl,
 detection.jsonl, curves.jsonl (each pretraining piece's logged losses and metrics),
 baseline.jsonl (the most-frequent-tag tagger, the unigram masked LM) (experiments/records.py).
-A run whose records are there is skipped, so a rerun resumes; the pretraining runs also resume from their
-checkpoints in DIR. --hours ends a sitting: no run starts after it, and a pretraining run still
-going gets SIGTERM (it writes a checkpoint and the next sitting continues it exactly; the CPU
-time it spent is recorded). Progress goes to stdout, each run's output to DIR/logs/.
+A run whose records are there is skipped, so a rerun resumes; the pretraining runs also resume
+from their checkpoints in DIR. --hours ends a sitting: no run starts after it, and a pretraining
+run still going gets SIGTERM (it writes a checkpoint and the next sitting continues it exactly;
+the CPU time it spent is recorded). Progress goes to stdout, each run's output to DIR/logs/.
 
 Each trunk's newest checkpoint is also copied into --results/trunks/OBJECTIVE/ (with the SHA-256
 of the data it was trained on; not committed, but copied with the checkout): a sitting on a

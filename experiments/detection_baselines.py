@@ -36,6 +36,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -225,11 +226,14 @@ def judge(data_dir: str, model_name: str, step: int | None = None, batches: int 
           batch_size: int | None = None, seed: int = 0) -> dict[str, Any]:
     """detection.jsonl's record of one pretraining run (the module docstring); batch_size
     defaults to the run's eval_batch_size."""
+    started, cpu_started = time.time(), time.process_time()
     about, outputs, counts = run_model(data_dir, model_name, step, batches, batch_size, seed)
     positions = Positions.of(outputs)
+    aucs = fold_aucs(positions, counts)
     return {**about, "positions": int(len(positions.label)),
-            "replaced_share": float(positions.label.mean()),
-            "auc": fold_aucs(positions, counts)}
+            "replaced_share": float(positions.label.mean()), "auc": aucs,
+            "wall_seconds": round(time.time() - started, 1),
+            "cpu_seconds": round(time.process_time() - cpu_started, 1)}
 
 
 def leading_files(files: Sequence[str], examples: int) -> list[str]:

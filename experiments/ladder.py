@@ -71,6 +71,8 @@ from efficiency import log  # noqa: E402
 
 OBJECTIVES = ("electra", "mlm")
 NONE = "none"  # the objective of the model without pretraining
+# detection_baselines' masking and sampling seeds: their spread is the diagnostic's noise.
+DETECTION_SEEDS = (0, 1, 2)
 FETCH_COMMAND = "python experiments/fetch_corpora.py --out DIR"
 # What the data step reads from --shared_data (and every corpora/tech/*.txt there).
 SHARED_FILES = ("corpora/brown_tagged/ca01", "corpora/enwiki_sample.txt",
@@ -502,45 +504,53 @@ def probe_lines(record: dict[str, Any], key: dict[str, Any]) -> list[dict[str, A
 
 
 def probe(sitting: Sitting, objective: str, steps: int, flops: float, model: str) -> None:
+    """probe.jsonl: the linear probe of the model's frozen features on every task, each line
+    with the time the whole probe took."""
     key = dict(objective=objective, pretrain_steps=steps, pretrain_flops=flops)
     if sitting.store.has("probe", objective=objective, pretrain_steps=steps):
         return
     sitting.check_time()
+    started, cpu_started = time.time(), time.process_time()
     lines = []
     for task in sitting.ladder.tasks:  # each task at its own sequence length
         budget = dataclasses.replace(sitting.ladder.budget, finetune_seq_length=task.seq_length)
         lines += probe_lines(efficiency.probe_model(model, budget, sitting.data_dir,
                                                     [task.name]), key)
     # A model none of whose tasks can be probed (a tiny task of one label) is recorded too.
-    sitting.store.append("probe", lines or [{**key, "task": None, "split": None,
-                                             "metric": None, "score": None}])
+    spent = {"run_wall_seconds": round(time.time() - started, 1),
+             "run_cpu_seconds": round(time.process_time() - cpu_started, 1)}
+    sitting.store.append("probe", [{**line, **spent} for line in lines] or [
+        {**key, "task": None, "split": None, "metric": None, "score": None, **spent}])
 
 
 def detect(sitting: Sitting, objective: str, steps: int, model: str) -> None:
     """detection.jsonl: what the model's discriminator detects beside bigram counts
-    (experiments/detection_baselines.py), for the objectives whose discriminator judges every
-    token. A diagnostic, not part of a rung's evaluation: a model lost with another machine
-    is not made again for it."""
+    (experiments/detection_baselines.py), once for each of DETECTION_SEEDS, for the objectives
+    whose discriminator judges every token. A diagnostic, not part of a rung's evaluation: a
+    model lost with another machine is not made again for it."""
     from electra_tf import resume
 
     objective = efficiency_plan.VARIANTS.get(objective, (objective, {}))[0]
-    if not detection_baselines.judges(objective) or \
-            sitting.store.has("detection", model=model, step=steps):
+    seeds = [seed for seed in DETECTION_SEEDS
+             if not sitting.store.has("detection", model=model, step=steps, seed=seed)]
+    if not detection_baselines.judges(objective) or not seeds:
         return
     if steps not in resume.checkpoint_steps(model_dir(sitting, model)):
         log(f"{model}: no checkpoint at step {steps} here, so its discriminator is not judged "
             "against bigram counts")
         return
-    sitting.check_time()
-    try:
-        record = detection_baselines.judge(sitting.data_dir, model, steps,
-                                           batch_size=sitting.ladder.budget.batch_size)
-    except detection_baselines.TooLittleText as e:
-        log(f"{model}'s discriminator is not judged against bigram counts: {e}")
-        return
-    sitting.store.append("detection", [record])
-    log(f"judged {model}'s discriminator: AUC " + ", ".join(
-        f"{name} {sum(aucs) / len(aucs):.3f}" for name, aucs in record["auc"].items()))
+    for seed in seeds:
+        sitting.check_time()
+        try:
+            record = detection_baselines.judge(sitting.data_dir, model, steps,
+                                               batch_size=sitting.ladder.budget.batch_size,
+                                               seed=seed)
+        except detection_baselines.TooLittleText as e:
+            log(f"{model}'s discriminator is not judged against bigram counts: {e}")
+            return
+        sitting.store.append("detection", [record])
+        log(f"judged {model}'s discriminator (seed {seed}): AUC " + ", ".join(
+            f"{name} {sum(aucs) / len(aucs):.3f}" for name, aucs in record["auc"].items()))
 
 
 def evaluate(sitting: Sitting, objective: str, steps: int, flops: float, model: str) -> None:

@@ -359,8 +359,11 @@ def probe_table(lines: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str, Any]]) -> str:
-    """CPU and wall hours per kind of run (a stopped pretraining piece counts what it spent)."""
+def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str, Any]],
+                probe: Sequence[dict[str, Any]] = (),
+                detection: Sequence[dict[str, Any]] = ()) -> str:
+    """CPU and wall hours per kind of run (a stopped pretraining piece counts what it spent).
+    Probing and judging discriminators count the runs whose records kept their times."""
     cpu: dict[str, float] = collections.defaultdict(float)
     wall: dict[str, float] = collections.defaultdict(float)
     for r in pretrain:
@@ -373,6 +376,15 @@ def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str,
         kind = f"fine-tuning {r['task']}"
         cpu[kind] += r["run_cpu_seconds"]
         wall[kind] += r["run_wall_seconds"]
+    probes = {(r["objective"], r["pretrain_steps"]): r for r in probe}.values()
+    for kind, done, prefix in (("probing", probes, "run_"),
+                               ("judging discriminators against bigram counts", detection, "")):
+        timed = [r for r in done if prefix + "cpu_seconds" in r]
+        if timed:
+            if len(timed) < len(done):
+                kind += f" ({len(timed)} of {len(done)} runs timed)"
+            cpu[kind] = sum(r[prefix + "cpu_seconds"] for r in timed)
+            wall[kind] = sum(r[prefix + "wall_seconds"] for r in timed)
     lines = ["| runs | CPU hours | wall hours |", "|---|---|---|"]
     for kind in sorted(cpu):
         lines.append(f"| {kind} | {cpu[kind] / 3600:.2f} | {wall[kind] / 3600:.2f} |")
@@ -505,17 +517,23 @@ def pretraining_table(curves: Sequence[dict[str, Any]],
 
 def detection_table(lines: Sequence[dict[str, Any]], pretrain: Sequence[dict[str, Any]]) -> str:
     """Each discriminator's replaced-token AUC beside the detectors that read a token and its
-    neighbours only (detection.jsonl, experiments/detection_baselines.py): the mean of the two
-    folds, and the folds."""
+    neighbours only (detection.jsonl, experiments/detection_baselines.py), a row per model and
+    step: the mean over its seeds' two folds, and the lowest and highest fold."""
     objective = {r["model"]: r["objective"] for r in pretrain}
-    header = ["model", "step", "tokens judged", "replaced"] + list(detection_baselines.DETECTORS)
-    out = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    judged: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in lines:
-        name = NAMES.get(objective.get(r["model"], r["objective"]), r["model"])
-        out.append(f"| {name} | {r['step']} | {r['positions']} | {r['replaced_share']:.3f} | "
-                   + " | ".join(f"{np.mean(r['auc'][d]):.3f} ({r['auc'][d][0]:.3f}, "
-                                f"{r['auc'][d][1]:.3f})" for d in detection_baselines.DETECTORS)
-                   + " |")
+        judged.setdefault((r["model"], r["step"]), []).append(r)
+    header = (["model", "step", "seeds", "tokens judged", "replaced"]
+              + list(detection_baselines.DETECTORS))
+    out = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for (model, step), rs in judged.items():
+        name = NAMES.get(objective.get(model, rs[0]["objective"]), model)
+        seeds = ", ".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
+        folds = {d: [a for r in rs for a in r["auc"][d]] for d in detection_baselines.DETECTORS}
+        out.append(f"| {name} | {step} | {seeds} | {np.mean([r['positions'] for r in rs]):.0f} "
+                   f"| {np.mean([r['replaced_share'] for r in rs]):.3f} | "
+                   + " | ".join(f"{np.mean(a):.3f} ({min(a):.3f}, {max(a):.3f})"
+                                for a in folds.values()) + " |")
     return "\n".join(out)
 
 
@@ -643,8 +661,10 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "the discriminator's logit beside a detector that reads the token alone and one "
             "that reads the token and its neighbours' bigrams, counted on the other pretraining "
             "files; the last column adds the discriminator's logit to the bigrams. Each cell: "
-            "the mean of two folds (the folds).\n\n" + detection_table(detection, pretrain))
-    sections.append("## Costs\n\n" + costs_table(pretrain, finetune))
+            "the mean over the seeds' two folds (the lowest and highest fold); the seeds draw "
+            "the masking and the generator's samples, and the tokens judged are a seed's "
+            "mean.\n\n" + detection_table(detection, pretrain))
+    sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection))
     table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")
     written = [table]

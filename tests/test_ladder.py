@@ -277,8 +277,9 @@ def test_a_discriminator_is_judged_against_bigram_counts_once_and_others_never(
     sitting = _sitting(tmp_path)
     judged = []
     monkeypatch.setattr(ladder.detection_baselines, "judge", lambda data_dir, model, step,
-                        batch_size: (
-        judged.append(model) or {"model": model, "step": step, "auc": {"discriminator": [0.7]}}))
+                        batch_size, seed: (
+        judged.append((model, seed)) or {"model": model, "step": step, "seed": seed,
+                                         "auc": {"discriminator": [0.7]}}))
     _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_half_9")), 9)
     _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_15_9")), 9)
     _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "mlm_9")), 9)
@@ -287,8 +288,8 @@ def test_a_discriminator_is_judged_against_bigram_counts_once_and_others_never(
     ladder.detect(sitting, "electra_15", 9, "electra_15_9")  # judges the masked positions only
     ladder.detect(sitting, "mlm", 9, "mlm_9")
     ladder.detect(sitting, "electra", 9, "electra_9")  # no model here: not made for this
-    assert judged == ["electra_half_9"]
-    assert [r["model"] for r in sitting.store.read("detection")] == ["electra_half_9"]
+    assert judged == [("electra_half_9", seed) for seed in ladder.DETECTION_SEEDS]
+    assert [(r["model"], r["seed"]) for r in sitting.store.read("detection")] == judged
 
 
 def _fake_checkpoint(directory: pathlib.Path, step: int, payload: bytes = b"w") -> None:
@@ -707,13 +708,37 @@ def test_the_report_sets_each_discriminator_beside_the_bigram_detector(tmp_path)
     auc = {"discriminator": [0.7, 0.8], "the token alone": [0.5, 0.52],
            "the token and its neighbours' bigrams": [0.9, 0.92],
            "bigrams and the discriminator": [0.95, 0.93]}
+    other_seed = {name: [a + 0.01 for a in folds] for name, folds in auc.items()}
     records.append(str(path / "detection.jsonl"), [
-        {"model": "wide_electra_half_90", "objective": "electra", "step": 90,
-         "positions": 1000, "replaced_share": 0.12, "auc": auc}])
+        {"model": "wide_electra_half_90", "objective": "electra", "step": 90, "seed": seed,
+         "positions": positions, "replaced_share": 0.12, "auc": aucs}
+        for seed, positions, aucs in ((1, 1010, other_seed), (0, 1000, auc))])
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
-    assert ("| ELECTRA, generator 1/2 | 90 | 1000 | 0.120 | 0.750 (0.700, 0.800) | "
-            "0.510 (0.500, 0.520) | 0.910 (0.900, 0.920) | 0.940 (0.950, 0.930) |") in text
+    # One row for the model: the mean over both seeds' folds, the lowest and highest fold.
+    assert ("| ELECTRA, generator 1/2 | 90 | 0, 1 | 1005 | 0.120 | 0.755 (0.700, 0.810) | "
+            "0.515 (0.500, 0.530) | 0.915 (0.900, 0.930) | 0.945 (0.930, 0.960) |") in text
+
+
+def test_the_costs_count_every_kind_of_run_once_and_say_which_went_untimed():
+    pretrain = [{"objective": "electra", "kind": "trunk", "cpu_seconds": 3600,
+                 "wall_seconds": 1800}] * 2
+    # Fine-tuning and probe lines repeat their run's time on each metric's line.
+    finetune = [{"objective": "electra", "pretrain_steps": 9, "task": "pos", "learning_rate": lr,
+                 "metric": metric, "run_cpu_seconds": 720, "run_wall_seconds": 360}
+                for lr in (1e-4, 3e-4) for metric in ("accuracy", "unseen_accuracy")]
+    probe = [{"objective": "electra", "pretrain_steps": 9, "metric": metric,
+              "run_cpu_seconds": 360, "run_wall_seconds": 180}
+             for metric in ("accuracy", "unseen_accuracy")]
+    probe.append({"objective": "mlm", "pretrain_steps": 9, "metric": "accuracy"})  # untimed
+    detection = [{"seed": seed, "cpu_seconds": 36, "wall_seconds": 18} for seed in (0, 1)]
+    table = ladder_report.costs_table(pretrain, finetune, probe, detection)
+    assert table.splitlines()[2:] == [
+        "| fine-tuning pos | 0.40 | 0.20 |",
+        "| judging discriminators against bigram counts | 0.02 | 0.01 |",
+        "| pretraining ELECTRA trunk | 2.00 | 1.00 |",
+        "| probing (1 of 2 runs timed) | 0.10 | 0.05 |",
+        "| **total** | 2.52 | 1.26 |"]
 
 
 def test_several_ladders_share_one_curve(tmp_path, monkeypatch, capsys):
@@ -844,9 +869,9 @@ def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
     assert {(r["objective"], r["pretrain_steps"]) for r in probe} == models
     assert any(r["task"] == "pos" and r["metric"] == "unseen_accuracy" for r in probe)
     detection = records.read(str(results / "detection.jsonl"))  # ELECTRA's discriminators
-    assert sorted((r["model"], r["step"]) for r in detection) == sorted(
-        (r.name, r.steps) for c in climbs if c.objective == "electra" for r in c.rungs
-    ), first.stdout[-3000:]
+    assert sorted((r["model"], r["step"], r["seed"]) for r in detection) == sorted(
+        (r.name, r.steps, seed) for c in climbs if c.objective == "electra" for r in c.rungs
+        for seed in ladder.DETECTION_SEEDS), first.stdout[-3000:]
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "## The decision rule per budget" in text
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0

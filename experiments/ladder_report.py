@@ -493,12 +493,13 @@ def draw_no_context(ax, baselines: dict[str, dict[str, float]], tag: str) -> Non
 
 
 def pretraining_table(curves: Sequence[dict[str, Any]],
-                      baselines: dict[str, dict[str, float]]) -> str:
-    """Each decay branch's last logged pretraining scalars: where every budget's model left
-    its objective (for ELECTRA the masked LM is the generator's)."""
+                      baselines: dict[str, dict[str, float]], finished: set[str]) -> str:
+    """Each finished decay branch's last logged pretraining scalars: where every budget's model
+    left its objective (for ELECTRA the masked LM is the generator's)."""
     last: dict[str, dict[str, Any]] = {}
     for r in curves:
-        if r["kind"] == "branch" and r["step"] >= last.get(r["model"], {}).get("step", -1):
+        if r["kind"] == "branch" and r["model"] in finished and \
+                r["step"] >= last.get(r["model"], {}).get("step", -1):
             last[r["model"]] = r
     lines = ["| model | step | pretraining FLOPs | "
              + " | ".join(label for _, label in PRETRAINING_SHOWN) + " |",
@@ -651,7 +652,8 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "original's masking leaves 15% of the masked positions showing their own token, "
             "which it copies. A masked LM uses the context only where it does better than the "
             f"second row. `{name}_pretraining.png` draws the whole curves.\n\n"
-            + pretraining_table(curves, no_context))
+            + pretraining_table(curves, no_context,
+                                {r["model"] for r in pretrain if r.get("finished")}))
     detection = records.read(os.path.join(results_dir, "detection.jsonl"))
     if detection:
         sections.append(

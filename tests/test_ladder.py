@@ -764,11 +764,20 @@ def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram
         tmp_path):
     pytest.importorskip("matplotlib")
     path = _hand_made(tmp_path)
+    records.append(str(path / "pretrain.jsonl"), [
+        {"objective": objective, "kind": "branch", "model": model, "pretrain_steps": steps,
+         "finished": finished, "wall_seconds": 60, "cpu_seconds": 60}
+        for objective, model, steps, finished in (("electra", "electra_100", 100, True),
+                                                  ("mlm", "mlm_110", 110, True),
+                                                  ("electra_half", "electra_half_120", 120,
+                                                   False))])
     records.append(str(path / "curves.jsonl"), [
         {"objective": objective, "model": model, "kind": kind, "step": step,
          "pretrain_flops": step * 3e10, "scalars": scalars}
         for objective, model, kind, step, scalars in (
             ("electra", "trunk_electra", "trunk", 50, {"masked_lm_loss": 7.0, "disc_auc": 0.5}),
+            # A branch stopped by a sitting before its budget's end is not shown.
+            ("electra_half", "electra_half_120", "branch", 105, {"masked_lm_loss": 6.0}),
             ("electra", "electra_100", "branch", 90, {"masked_lm_loss": 6.5, "disc_auc": 0.6}),
             ("electra", "electra_100", "branch", 100, {"masked_lm_loss": 6.1, "disc_auc": 0.7}),
             ("mlm", "mlm_110", "branch", 110, {"masked_lm_loss": 5.9,
@@ -788,6 +797,7 @@ def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "| ELECTRA | 100 | 3e+12 | 6.100 | - | - | 0.700 |" in text  # the branch's last step
     assert "| BERT (MLM) | 110 | 3.3e+12 | 5.900 | 0.210 | 0.080 | - |" in text
+    assert "| ELECTRA, generator 1/2 |" not in text.split("## Pretraining")[1].split("##")[0]
     assert "| no context: unigram distribution | | | 6.200 | 0.050 | 0.050 | - |" in text
     assert ("| no context: the kept token, else the unigram distribution | | | 5.300 | 0.190 "
             "| - | - |") in text

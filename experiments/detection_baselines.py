@@ -36,7 +36,6 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -226,14 +225,13 @@ def judge(data_dir: str, model_name: str, step: int | None = None, batches: int 
           batch_size: int | None = None, seed: int = 0) -> dict[str, Any]:
     """detection.jsonl's record of one pretraining run (the module docstring); batch_size
     defaults to the run's eval_batch_size."""
-    started, cpu_started = time.time(), time.process_time()
+    stopwatch = records.Stopwatch()
     about, outputs, counts = run_model(data_dir, model_name, step, batches, batch_size, seed)
     positions = Positions.of(outputs)
     aucs = fold_aucs(positions, counts)
     return {**about, "positions": int(len(positions.label)),
             "replaced_share": float(positions.label.mean()), "auc": aucs,
-            "wall_seconds": round(time.time() - started, 1),
-            "cpu_seconds": round(time.process_time() - cpu_started, 1)}
+            **stopwatch.spent()}
 
 
 def leading_files(files: Sequence[str], examples: int) -> list[str]:

@@ -510,15 +510,14 @@ def probe(sitting: Sitting, objective: str, steps: int, flops: float, model: str
     if sitting.store.has("probe", objective=objective, pretrain_steps=steps):
         return
     sitting.check_time()
-    started, cpu_started = time.time(), time.process_time()
+    stopwatch = records.Stopwatch()
     lines = []
     for task in sitting.ladder.tasks:  # each task at its own sequence length
         budget = dataclasses.replace(sitting.ladder.budget, finetune_seq_length=task.seq_length)
         lines += probe_lines(efficiency.probe_model(model, budget, sitting.data_dir,
                                                     [task.name]), key)
     # A model none of whose tasks can be probed (a tiny task of one label) is recorded too.
-    spent = {"run_wall_seconds": round(time.time() - started, 1),
-             "run_cpu_seconds": round(time.process_time() - cpu_started, 1)}
+    spent = stopwatch.spent("run_")
     sitting.store.append("probe", [{**line, **spent} for line in lines] or [
         {**key, "task": None, "split": None, "metric": None, "score": None, **spent}])
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any, Iterable
 
 
@@ -95,3 +96,20 @@ def append(path: str, records: Iterable[dict[str, Any]]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class Stopwatch:
+    """A run's cost for its record: wall seconds and this process's CPU seconds (every thread)
+    since it was made.
+
+    >>> sorted(Stopwatch().spent("run_"))
+    ['run_cpu_seconds', 'run_wall_seconds']
+    """
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.time(), time.process_time()
+
+    def spent(self, prefix: str = "") -> dict[str, float]:
+        """{prefix + "wall_seconds": ..., prefix + "cpu_seconds": ...}, rounded to 0.1 s."""
+        return {prefix + "wall_seconds": round(time.time() - self.wall, 1),
+                prefix + "cpu_seconds": round(time.process_time() - self.cpu, 1)}

@@ -360,8 +360,7 @@ def probe_table(lines: Sequence[dict[str, Any]]) -> str:
 
 
 def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str, Any]],
-                probe: Sequence[dict[str, Any]] = (),
-                detection: Sequence[dict[str, Any]] = ()) -> str:
+                probe: Sequence[dict[str, Any]], detection: Sequence[dict[str, Any]]) -> str:
     """CPU and wall hours per kind of run (a stopped pretraining piece counts what it spent).
     Probing and judging discriminators count the runs whose records kept their times."""
     cpu: dict[str, float] = collections.defaultdict(float)

@@ -429,9 +429,13 @@ def plot_curves(curves: Sequence[Curve], path: str) -> None:
             y = [s.median for s in points]
             low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
             high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
+            # A variant (another generator) is drawn hollow and larger, so that it does not
+            # hide its recipe's point when the two score alike.
+            variant = objective in efficiency_plan.VARIANTS
             ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker=marker,
                         linestyle=linestyle, capsize=3, color=COLORS.get(objective),
-                        label=name + suffix)
+                        markerfacecolor="none" if variant else None,
+                        markersize=9 if variant else None, label=name + suffix)
             crossed = [(v.flops, v.models[objective].median)
                        for v, names in zip(rows, curve.collapses)
                        if objective in v.models and any(n.startswith(name + " (") for n in names)]

@@ -760,6 +760,22 @@ def test_several_ladders_share_one_curve(tmp_path, monkeypatch, capsys):
     assert "--combined needs one --ladder LABEL=DIR or more" in capsys.readouterr().err
 
 
+def test_a_variant_is_drawn_hollow_so_that_it_does_not_hide_its_recipes_point(
+        tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    # The 1/2 generator with ELECTRA's very scores at budget 1: the two points coincide.
+    path, _ = _hand_made_and(
+        tmp_path, _runs("electra_half", 9, 1.04e13, 1e-3, [31] * 5, [30, 32, 31, 33, 35]))
+    drawn = {}
+    monkeypatch.setattr(ladder_report.report, "_save", lambda fig, _: drawn.update(
+        zip(*reversed(fig.axes[0].get_legend_handles_labels()))))
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    variant, recipe = (drawn[name].lines[0] for name in ("ELECTRA, generator 1/2", "ELECTRA"))
+    assert variant.get_markerfacecolor() == "none"
+    assert recipe.get_markerfacecolor() != "none"
+    assert variant.get_markersize() > recipe.get_markersize()
+
+
 def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram_level(
         tmp_path):
     pytest.importorskip("matplotlib")

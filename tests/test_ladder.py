@@ -688,6 +688,7 @@ def test_the_report_is_redrawn_from_the_records_alone(tmp_path):
     written = ladder_report.write(str(path), str(tmp_path / "report"))
     assert [pathlib.Path(p).name for p in written] == ["ladder_results.md", "ladder_curve.png"]
     text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert text.startswith("# Ladder: results\n")  # its one record gives no shape
     assert "## The decision rule per budget (pos unseen_accuracy, test)" in text
     assert "| pretraining ELECTRA trunk | 1.00 | 1.00 |" in text
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
@@ -739,6 +740,19 @@ def test_the_costs_count_every_kind_of_run_once_and_say_which_went_untimed():
         "| pretraining ELECTRA trunk | 2.00 | 1.00 |",
         "| probing (1 of 2 runs timed) | 0.10 | 0.05 |",
         "| **total** | 2.52 | 1.26 |"]
+
+
+def test_a_reports_title_names_its_ladders_shape_when_the_records_agree_on_one():
+    def line(hidden, batch=128):
+        return {"hparams": {"train_batch_size": batch, "max_seq_length": 128,
+                            "model_hparam_overrides": {"hidden_size": hidden,
+                                                       "num_hidden_layers": 4}}}
+
+    assert ladder_report.model_shape([line(256), line(256)]) == (
+        "hidden 256, 4 layers, batch 128, seq 128")
+    assert ladder_report.model_shape([line(256), line(128, 32)]) == ""
+    assert ladder_report.model_shape([{"objective": "electra"}]) == ""
+    assert ladder_report.model_shape([]) == ""
 
 
 def test_several_ladders_share_one_curve(tmp_path, monkeypatch, capsys):
@@ -818,6 +832,21 @@ def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram
     assert ("| no context: the kept token, else the unigram distribution | | | 5.300 | 0.190 "
             "| - | - |") in text
     assert "trunk_electra" not in text
+
+
+def test_the_pretraining_plot_draws_a_panel_for_each_scalar_the_curves_log(tmp_path,
+                                                                             monkeypatch):
+    pytest.importorskip("matplotlib")
+    # Runs from before accuracy at [MASK] was logged: no empty panel for it.
+    curves = [{"objective": "mlm", "model": "trunk_mlm", "kind": "trunk", "step": step,
+               "pretrain_flops": step * 3e10,
+               "scalars": {"masked_lm_loss": 6.0, "masked_lm_accuracy": 0.2}}
+              for step in (100, 110)]
+    titles = []
+    monkeypatch.setattr(ladder_report.report, "_save", lambda fig, _: titles.extend(
+        ax.get_title() for ax in fig.axes))
+    ladder_report.plot_pretraining(curves, {}, str(tmp_path / "p.png"))
+    assert titles == ["masked-LM loss (nats)", "masked-LM accuracy"]
 
 
 def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict(tmp_path):

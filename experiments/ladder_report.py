@@ -571,7 +571,12 @@ def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict
         ax.set_xlabel("pretraining FLOPs")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=8)
+    # One legend for all panels, right of the last one: inside a panel it hides the curves.
+    legend = {}
+    for ax in axes[0]:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    axes[0, -1].legend(legend.values(), legend.keys(), fontsize=8, loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0))
     report._save(fig, path)
 
 
@@ -583,8 +588,9 @@ def _shown(path: str) -> str:
 
 
 def model_shape(pretrain: Sequence[dict[str, Any]]) -> str:
-    """The ladder's model and batch as its pretraining records give them, or "" when they
-    give none or several (the reports' titles: two ladders' reports sit side by side)."""
+    """The ladder's model, batch and sequence length as its pretraining records give them, or
+    "" when they give none or several (the reports' titles: two ladders' reports sit side by
+    side)."""
     shapes = set()
     for line in pretrain:
         hparams = line.get("hparams", {})

@@ -849,6 +849,30 @@ def test_the_pretraining_plot_draws_a_panel_for_each_scalar_the_curves_log(tmp_p
     assert titles == ["masked-LM loss (nats)", "masked-LM accuracy"]
 
 
+def test_the_pretraining_plots_one_legend_sits_beside_the_panels_not_on_a_curve(tmp_path,
+                                                                               monkeypatch):
+    pytest.importorskip("matplotlib")
+    curves = [{"objective": objective, "model": f"trunk_{objective}", "kind": "trunk",
+               "step": step, "pretrain_flops": step * 3e10,
+               "scalars": {"masked_lm_loss": 6.0, "masked_lm_accuracy": 0.2,
+                           **({"disc_auc": 0.6} if objective == "electra" else {})}}
+              for objective in ("electra", "mlm") for step in (100, 110)]
+    baselines = {"unigram": {"masked_lm_loss": 6.7, "masked_lm_accuracy": 0.05}}
+    figures = []
+    monkeypatch.setattr(ladder_report.report, "_save", lambda fig, _: figures.append(fig))
+    ladder_report.plot_pretraining(curves, baselines, str(tmp_path / "p.png"))
+    fig, = figures
+    fig.canvas.draw()
+    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == 1
+    ax, legend = legends[0]
+    assert ax is fig.axes[-1]
+    assert legend.get_window_extent().x0 > ax.get_window_extent().x1
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels.count("ELECTRA") == 1 and labels.count("BERT (MLM)") == 1
+    assert any(label.startswith("no context") for label in labels)
+
+
 def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict(tmp_path):
     """A pretrained tagger that tags every word NOUN scores the NOUN share of the unseen words,
     which can beat random weights on the rule's metric: the report names it."""

@@ -108,8 +108,8 @@ def pipeline_examples_per_second(files: list[str], batches: int) -> float:
 
 def training_examples_per_second(steps: int) -> float:
     config = pretrain_throughput.model_config("small", BATCH, SEQ_LENGTH, "float32")
-    times, _ = pretrain_throughput.bench_electra_tf(
-        config, pretrain_throughput.random_batch(BATCH, SEQ_LENGTH), steps)
+    times, _ = pretrain_throughput.time_step(
+        "electra_tf", config, pretrain_throughput.random_batch(BATCH, SEQ_LENGTH), steps)
     return BATCH / statistics.median(times)
 
 

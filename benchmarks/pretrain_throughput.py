@@ -262,15 +262,6 @@ def make_electra_tf_step(config: config_lib.PretrainingConfig, batch: dict[str, 
     return step, report, f"XLA {'on' if jit else 'off'} (distribution.use_xla)"
 
 
-def bench_electra_tf(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
-                     steps: int) -> tuple[list[float], str]:
-    """Step times of run_pretraining.py's train step; returns (times, XLA description)."""
-    step, report, xla = make_electra_tf_step(config, batch)
-    times = time_calls(step, warmup=1, reps=steps)
-    progress(f"  electra_tf {config.precision}: {report()}")
-    return times, xla
-
-
 # ----------------------------------------------------------------------------- the peer
 
 def make_torch_step(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray]
@@ -384,18 +375,25 @@ def make_torch_step(config: config_lib.PretrainingConfig, batch: dict[str, np.nd
     return step, report, attention
 
 
-def bench_torch(config: config_lib.PretrainingConfig, batch: dict[str, np.ndarray],
-                steps: int) -> tuple[list[float], str]:
-    """Step times of the PyTorch + transformers peer; returns (times, attention kernel)."""
-    step, report, attention = make_torch_step(config, batch)
+# ----------------------------------------------------------------------------- either step
+
+# Each implementation's step: run_pretraining.py's train step, and the PyTorch +
+# transformers peer's. Each returns (step, report, description: XLA or attention kernel).
+STEPPERS = {"electra_tf": make_electra_tf_step, "torch": make_torch_step}
+
+
+def time_step(implementation: str, config: config_lib.PretrainingConfig,
+              batch: dict[str, np.ndarray], steps: int) -> tuple[list[float], str]:
+    """Step times of one implementation's step in this process, after one warm-up; returns
+    (times, the step's description: XLA or attention kernel)."""
+    step, report, detail = STEPPERS[implementation](config, batch)
     times = time_calls(step, warmup=1, reps=steps)
-    progress(f"  torch: {report()}")
-    return times, attention
+    progress(f"  {implementation} {config.precision}: {report()}")
+    return times, detail
 
 
 # ----------------------------------------------------------------------------- side by side
 
-STEPPERS = {"electra_tf": make_electra_tf_step, "torch": make_torch_step}
 BARRIER_TIMEOUT = 900  # seconds a process waits for its siblings to finish warming up
 
 
@@ -555,8 +553,7 @@ def time_rows(args: argparse.Namespace, precisions: Sequence[str], batch: dict[s
                  + (f", {args.processes} processes side by side" if args.processes > 1 else ""))
         executed = ours_flops if ours else peer_flops
         if args.processes == 1:
-            bench = bench_electra_tf if ours else bench_torch
-            times, detail = bench(config, batch, args.steps)
+            times, detail = time_step(implementation, config, batch, args.steps)
         else:
             per_process, detail = side_by_side(args, implementation, precision)
             times = [together(per_process)]

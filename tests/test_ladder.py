@@ -871,6 +871,9 @@ def test_the_pretraining_plots_one_legend_sits_beside_the_panels_not_on_a_curve(
     labels = [text.get_text() for text in legend.get_texts()]
     assert labels.count("ELECTRA") == 1 and labels.count("BERT (MLM)") == 1
     assert any(label.startswith("no context") for label in labels)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict(tmp_path):

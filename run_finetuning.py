@@ -45,12 +45,13 @@ def _median(trials: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, fl
                    for metric in trials[0][task]} for task in trials[0]}
 
 
-def _baselines(config, dev_data: list, train_splits: dict) -> dict:
+def _baselines(config, dev_data: list, train_splits: dict, tokenizer) -> dict:
     """Each dev split's Task.baseline (result name -> Baseline), fitted on the task's training
     split when the run read it, else on the dev split itself."""
     baselines = {}
     for data in dev_data:
-        found = data.task.baseline(config, data, train_splits.get(data.task.name, data))
+        found = data.task.baseline(config, data, train_splits.get(data.task.name, data),
+                                   tokenizer)
         if found is not None:
             baselines[data.task.result_name(data.split)] = found
     return baselines
@@ -300,7 +301,7 @@ def run(config, strategy=None) -> dict:
                   if config.do_train else None)
     dev_data = ([load(task, split) for task in tasks for split in task.dev_splits(config)]
                 if config.do_eval else [])
-    baselines = _baselines(config, dev_data, train_splits)
+    baselines = _baselines(config, dev_data, train_splits, tokenizer)
     del train_splits  # their examples are no longer needed
     # Read before training, so that a missing or bad test file stops the run at once.
     test_data = []

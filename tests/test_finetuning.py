@@ -266,11 +266,11 @@ def test_the_squad_v2_baseline_answers_nothing(tmp_path):
     config = finetuning_config.from_hparams("m", str(tmp_path), {"task_names": ["squad"]})
     task = qa.TASKS[0]
     dev = SplitData(task, "dev", {}, squad.read_squad(path, False, True), path=path)
-    baseline = task.baseline(config, dev, dev)
+    baseline = task.baseline(config, dev, dev, None)
     assert baseline.predicts == "no answer to every question"
     assert baseline.metrics["exact"] == baseline.metrics["f1"] == pytest.approx(200 / 7)
     assert (baseline.metrics["NoAns_exact"], baseline.metrics["HasAns_exact"]) == (100.0, 0.0)
-    assert qa.TASKS[1].baseline(config, dev, dev) is None
+    assert qa.TASKS[1].baseline(config, dev, dev, None) is None
 
 
 def test_results_print_and_save_the_baselines_beside_the_scores(tmp_path, capsys):

@@ -487,23 +487,23 @@ def test_the_baseline_predicts_the_majority_class_or_the_mean_score():
 
     sst = glue.get_task("sst")
     baseline = sst.baseline(None, split(sst, "dev", ["1", "0", "0", "0"]),
-                            split(sst, "train", ["1", "1", "0"]))
+                            split(sst, "train", ["1", "1", "0"]), None)
     assert baseline.predicts == "majority class '1' of train"
     assert baseline.metrics == {"accuracy": 25.0}
     cola = glue.get_task("cola")
     assert cola.baseline(None, split(cola, "dev", ["1", "1", "0"]),
-                         split(cola, "train", ["1", "0"])).metrics == {  # a tie: the first
+                         split(cola, "train", ["1", "0"]), None).metrics == {  # a tie: the first
         "accuracy": pytest.approx(100 / 3), "mcc": 0.0}
     sts = glue.get_task("sts")
     baseline = sts.baseline(None, split(sts, "dev", [0.0, 5.0], "b"),
-                            split(sts, "train", [1.0, 3.0], "b"))
+                            split(sts, "train", [1.0, 3.0], "b"), None)
     # The mean 2.0 is 0.4 on the 0-1 scale: ((0.4 - 0)^2 + (0.4 - 1)^2) / 2.
     assert baseline.predicts == "mean score 2.00 of train"
     assert baseline.metrics == {"mse": pytest.approx(0.26)}
     zero = zero_shot.TASKS[0]
     dev = split(zero, "dev", ["0", "1", "1"])
-    assert zero.baseline(None, dev, dev) == sst.baseline(None, dev, dev)
-    assert zero.baseline(None, dev, dev).predicts == "majority class '1' of dev"
+    assert zero.baseline(None, dev, dev, None) == sst.baseline(None, dev, dev, None)
+    assert zero.baseline(None, dev, dev, None).predicts == "majority class '1' of dev"
 
 
 def test_unknown_task_and_split(glue_dir):

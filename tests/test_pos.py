@@ -243,6 +243,17 @@ def test_the_task_reads_features_and_scores(pos_dir):
     assert 0 < scores["unseen_accuracy"] <= 100
     written = (pos_dir / "out" / "pos.txt").read_text().split("\n")
     assert written[:3] == ["Oslo NOUN NOUN", "", "The DET DET"]
+    # The baseline is scored in the task's own metrics (the tagging machinery's default is
+    # chunk F1, which means nothing for word tags).
+    train = task.load(config, "train", tokenizer)
+    baseline = task.baseline(config, data, train, tokenizer)
+    assert baseline.predicts == "most frequent tag 'NOUN' of train"
+    nouns = np.array([tag == "NOUN" for tag in gold])
+    unseen = np.array([u for sentence in pos.unseen_words(train.examples, data.examples,
+                                                          tokenizer.normalize)
+                       for u in sentence])
+    assert baseline.metrics == pytest.approx({"accuracy": 100 * nouns.mean(),
+                                              "unseen_accuracy": 100 * nouns[unseen].mean()})
 
 
 @pytest.mark.slow

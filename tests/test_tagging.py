@@ -84,7 +84,7 @@ def test_the_baseline_is_the_most_frequent_tag_of_the_fitted_split():
     fit = SplitData(task, "train", {}, [sentence(0, ["B-NP", "I-NP", "B-NP", "O"]),
                                         sentence(1, ["B-NP", "B-VP"])])
     dev = SplitData(task, "dev", {}, [sentence(0, ["B-NP", "O", "B-NP", "I-NP"])])
-    baseline = task.baseline(None, dev, fit)
+    baseline = task.baseline(None, dev, fit, None)
     # B-NP on every word: four one-word chunks, one of them gold's (0, 0); gold has two.
     assert baseline.predicts == "most frequent tag 'B-NP' of train"
     assert baseline.metrics == pytest.approx({"precision": 25.0, "recall": 50.0,

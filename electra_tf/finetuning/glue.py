@@ -229,8 +229,8 @@ class GlueTask(Task):
         return self.score(labels if self.is_regression else labels.astype(int),
                           self.predictions(outputs))
 
-    def baseline(self, config: FinetuningConfig, data: SplitData,
-                 fit: SplitData) -> Baseline:
+    def baseline(self, config: FinetuningConfig, data: SplitData, fit: SplitData,
+                 tokenizer: WordPieceTokenizer) -> Baseline:
         """The majority class of `fit`, or for regression its mean score, predicted for every
         example (data.examples: this task's, or a zero-shot task's of this task's files). A
         constant has no correlation with the scores, so regression reports the MSE only."""

@@ -257,8 +257,8 @@ class QATask(Task):
         return {key: np.asarray(outputs[key]) for key in
                 ("start_logits", "end_logits", "answerable_logit") if key in outputs}
 
-    def baseline(self, config: FinetuningConfig, data: SplitData,
-                 fit: SplitData) -> Baseline | None:
+    def baseline(self, config: FinetuningConfig, data: SplitData, fit: SplitData,
+                 tokenizer: WordPieceTokenizer) -> Baseline | None:
         """SQuAD 2.0: "no answer" to every question (its share of unanswerable questions).
         Without unanswerable questions that scores 0: no baseline."""
         if not self.version_2:

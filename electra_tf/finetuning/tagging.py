@@ -336,13 +336,13 @@ class TaggingTask(Task):
                                predicted)
         return self.score(config, data, predicted, tokenizer)
 
-    def baseline(self, config: FinetuningConfig, data: SplitData,
-                 fit: SplitData) -> Baseline:
-        """The most frequent tag of `fit` for every word."""
+    def baseline(self, config: FinetuningConfig, data: SplitData, fit: SplitData,
+                 tokenizer: WordPieceTokenizer) -> Baseline:
+        """The most frequent tag of `fit` for every word, scored as the task scores."""
         tag = most_frequent(tag for sentence in fit.examples for tag in sentence.tags)
         return Baseline(f"most frequent tag {tag!r} of {fit.split}",
-                        score([s.tags for s in data.examples],
-                              [[tag] * len(s.tags) for s in data.examples]))
+                        self.score(config, data, [[tag] * len(s.tags) for s in data.examples],
+                                   tokenizer))
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: np.ndarray, tokenizer: WordPieceTokenizer,

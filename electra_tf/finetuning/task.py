@@ -156,11 +156,12 @@ class Task(abc.ABC):
         tasks are dropped by the caller, so they only need to be finite)."""
         raise NotImplementedError(f"task {self.name} is not trained")
 
-    def baseline(self, config: FinetuningConfig, data: SplitData,
-                 fit: SplitData) -> Baseline | None:
+    def baseline(self, config: FinetuningConfig, data: SplitData, fit: SplitData,
+                 tokenizer: WordPieceTokenizer) -> Baseline | None:
         """The scores on the labelled split `data` of the task's trivial prediction, learnt
-        from `fit` (the training split when the run read it, else `data` itself): the majority
-        class, the mean score, the most frequent tag, no answer. None: the task has none."""
+        from `fit` (the training split when the run read it, else `data` itself), in the
+        task's own metrics: the majority class, the mean score, the most frequent tag, no
+        answer. None: the task has none."""
         return None
 
     @abc.abstractmethod

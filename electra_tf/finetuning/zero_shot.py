@@ -232,9 +232,9 @@ class ZeroShotTask(Task):
     def label_names(self, config: FinetuningConfig) -> list[str]:
         return self.source.label_names(config)
 
-    def baseline(self, config: FinetuningConfig, data: SplitData,
-                 fit: SplitData) -> Baseline:
-        return self.source.baseline(config, data, fit)
+    def baseline(self, config: FinetuningConfig, data: SplitData, fit: SplitData,
+                 tokenizer: WordPieceTokenizer) -> Baseline:
+        return self.source.baseline(config, data, fit, tokenizer)
 
     def write_test_outputs(self, config: FinetuningConfig, data: SplitData,
                            outputs: np.ndarray, tokenizer: WordPieceTokenizer,

@@ -13,7 +13,8 @@ NAME_pretraining.png into --report_dir, NAME the records' folder (ladder, ladder
 Each model (an objective at a pretraining budget, or `none`: random weights) chooses its
 fine-tuning learning rate per task and metric: the rate with the best median over seeds on dev.
 The numbers shown are that rate's test scores over the seeds: median, interquartile range,
-min-max. The decision rule (docs/reproduction.md), applied per budget on pos's test accuracy on
+min-max. A model enters the tables only once its sweep is complete (every learning rate and seed
+the records hold for that task, on dev and test); until then the report names it as under way. The decision rule (docs/reproduction.md), applied per budget on pos's test accuracy on
 words unseen in its training sentences (`unseen_accuracy`):
 - "pretraining transfers at B" when the better of ELECTRA and BERT at B (the higher median)
   has a higher median than no pretraining and a two-sided Mann-Whitney U test over their seeds
@@ -89,11 +90,13 @@ class Scores:
                 f"{max(self.test):.1f})")
 
 
-def select(lines: Sequence[dict[str, Any]], task: str, metric: str) -> dict[tuple, Scores]:
-    """(objective, pretrain_steps) -> Scores: for each model, the learning rate with the best
-    median dev score (ties: the smaller rate) and its test scores, seeds in order."""
-    runs: dict[tuple, dict[str, dict[int, float]]] = collections.defaultdict(
-        lambda: {"dev": {}, "test": {}})
+Runs = dict[tuple, dict[str, dict[int, float]]]
+
+
+def _runs(lines: Sequence[dict[str, Any]], task: str, metric: str) -> tuple[Runs, dict]:
+    """(objective, pretrain_steps, learning_rate) -> split -> seed -> score, and each model's
+    FLOPs."""
+    runs: Runs = collections.defaultdict(lambda: {"dev": {}, "test": {}})
     flops = {}
     for line in lines:
         if line["task"] != task or line["metric"] != metric:
@@ -101,9 +104,32 @@ def select(lines: Sequence[dict[str, Any]], task: str, metric: str) -> dict[tupl
         model = (line["objective"], line["pretrain_steps"])
         runs[(*model, line["learning_rate"])][line["split"]][line["seed"]] = line["score"]
         flops[model] = line["pretrain_flops"]
+    return runs, flops
+
+
+def incomplete(lines: Sequence[dict[str, Any]], task: str, metric: str) -> list[tuple]:
+    """The models (objective, pretrain_steps) whose sweep is not all in yet: a learning rate
+    some model has, or a seed, missing on dev or test. A sitting can stop between the runs of
+    one model's sweep; choosing its learning rate from part of the sweep would judge it on
+    another protocol than the rest."""
+    runs, _ = _runs(lines, task, metric)
+    rates = {rate for *_, rate in runs}
+    seeds = {seed for splits in runs.values() for split in splits.values() for seed in split}
+    models = {(objective, steps) for objective, steps, _ in runs}
+    return sorted(model for model in models if not all(
+        set(runs.get((*model, rate), {}).get(split, {})) == seeds
+        for rate in rates for split in ("dev", "test")))
+
+
+def select(lines: Sequence[dict[str, Any]], task: str, metric: str) -> dict[tuple, Scores]:
+    """(objective, pretrain_steps) -> Scores: for each model whose sweep is complete (every
+    learning rate and seed of the records, on dev and test), the learning rate with the best
+    median dev score (ties: the smaller rate) and its test scores, seeds in order."""
+    runs, flops = _runs(lines, task, metric)
+    partial = set(incomplete(lines, task, metric))
     best: dict[tuple, Scores] = {}
     for (objective, steps, learning_rate), splits in sorted(runs.items()):
-        if not splits["dev"] or not splits["test"]:
+        if (objective, steps) in partial:
             continue
         dev = float(np.median(list(splits["dev"].values())))
         current = best.get((objective, steps))
@@ -666,6 +692,13 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
         scores = select(finetune, task, metric)
         if scores:
             sections.append(f"## {task} {metric}, every model\n\n" + scores_table(scores))
+    under_way = sorted({model for task, metric in SHOWN
+                        for model in incomplete(finetune, task, metric)})
+    if under_way:
+        sections.append(
+            "Fine-tuning under way, left out of every table above until each of its learning "
+            "rates and seeds is in: " + ", ".join(
+                f"{NAMES.get(o, o)} at {steps:,} steps" for o, steps in under_way) + ".")
     if probe:
         sections.append("## Linear probe of the frozen discriminator (dev)\n\n"
                         + probe_table(probe))

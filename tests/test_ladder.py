@@ -508,18 +508,26 @@ def test_finetune_and_probe_lines_carry_every_field():
 
 # ----------------------------------------------------------------------------- the report
 
-def _runs(objective, steps, flops, lr, dev, test, metric="unseen_accuracy"):
+SWEEP = (1e-3, 3e-4)  # the hand-made records' learning rates
+
+
+def _runs(objective, steps, flops, lr, dev, test, metric="unseen_accuracy", other=None):
+    """A model's records over the whole SWEEP: `dev` and `test` at `lr`, and at the other
+    rate `other` (dev, test), by default dev 10 points lower (never chosen) and the same test."""
+    other_dev, other_test = other or ([d - 10 for d in dev], test)
     return [{"objective": objective, "pretrain_steps": steps, "pretrain_flops": flops,
-             "task": "pos", "learning_rate": lr, "seed": seed, "split": split,
+             "task": "pos", "learning_rate": rate, "seed": seed, "split": split,
              "metric": metric, "score": score, "run_wall_seconds": 10, "run_cpu_seconds": 20}
-            for split, scores in (("dev", dev), ("test", test))
+            for rate, rate_dev, rate_test in ((lr, dev, test), (
+                next(r for r in SWEEP if r != lr), other_dev, other_test))
+            for split, scores in (("dev", rate_dev), ("test", rate_test))
             for seed, score in enumerate(scores)]
 
 
 def _hand_made(tmp_path):
     lines = (
-        _runs("none", 0, 0.0, 1e-3, [30] * 5, [30, 31, 32, 33, 34])
-        + _runs("none", 0, 0.0, 3e-4, [20] * 5, [90] * 5)  # best on test, not chosen on dev
+        # 3e-4 is best on test, not chosen on dev.
+        _runs("none", 0, 0.0, 1e-3, [30] * 5, [30, 31, 32, 33, 34], other=([20] * 5, [90] * 5))
         # Budget 1: BERT clearly above random weights, ELECTRA not above BERT (their FLOPs
         # differ by 8%, less than half a step of each: the same budget).
         + _runs("electra", 10, 1e13, 1e-3, [31] * 5, [30, 32, 31, 33, 35])
@@ -632,6 +640,26 @@ def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
     assert "ELECTRA 85.0, All-Tokens MLM 84.3" in table
     ladder_report.write(str(path), str(tmp_path / "report"))
     assert "## Table 5 at ELECTRA's steps" in (tmp_path / "report" / "ladder_results.md").read_text()
+
+
+def test_a_model_whose_sweep_is_half_done_is_left_out_and_named(tmp_path):
+    """A sitting can stop between one model's learning rates (or before its last seeds): its
+    verdict waits for the whole sweep, and the report says it is under way."""
+    lines = [line for line in _runs("electra_15", 200, 2e13, 1e-3, [40] * 5, [40] * 5)
+             if line["learning_rate"] == 1e-3]  # 3e-4 not run yet
+    lines += [line for line in _runs("replace_mlm", 200, 2e13, 1e-3, [40] * 5, [40] * 5)
+              if line["seed"] < 3]  # two seeds missing
+    path, scores = _hand_made_and(tmp_path, lines)
+    every = records.read(str(path / "finetune.jsonl"))
+    assert ladder_report.incomplete(every, "pos", "unseen_accuracy") == [
+        ("electra_15", 200), ("replace_mlm", 200)]
+    assert ("electra_15", 200) not in scores and ("replace_mlm", 200) not in scores
+    assert ladder_report.table5(scores) == []
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "## Table 5 at ELECTRA's steps" not in text
+    assert ("Fine-tuning under way, left out of every table above until each of its learning "
+            "rates and seeds is in: ELECTRA 15% at 200 steps, Replace MLM at 200 steps.") in text
 
 
 def test_a_table5_objective_ahead_of_electra_is_shown_and_collapses_are_named(tmp_path):

@@ -64,10 +64,15 @@ COLORS = {"electra": "tab:blue", "electra_half": "tab:green", "electra_15": "tab
 SHOWN = (("pos", "unseen_accuracy"), ("pos", "accuracy"), ("sst", "accuracy"))
 
 
-def ordered(objectives: Iterable[str]) -> list[str]:
-    """Objectives in the reports' order (COLORS'), any others after it by name."""
+def rank(objective: str) -> tuple[int, str]:
+    """An objective's place in the reports' order: COLORS', any others after it by name."""
     known = list(COLORS)
-    return sorted(set(objectives), key=lambda o: (known.index(o) if o in known else len(known), o))
+    return (known.index(objective) if objective in known else len(known), objective)
+
+
+def ordered(objectives: Iterable[str]) -> list[str]:
+    """Objectives in the reports' order (rank)."""
+    return sorted(set(objectives), key=rank)
 
 
 @dataclasses.dataclass
@@ -361,7 +366,7 @@ def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) 
 def scores_table(scores: dict[tuple, Scores]) -> str:
     lines = ["| model | pretraining steps | pretraining FLOPs | test: median [IQR] (min-max) | "
              "lr (dev median) |", "|---|---|---|---|---|"]
-    for s in sorted(scores.values(), key=lambda s: (s.objective, s.pretrain_steps)):
+    for s in sorted(scores.values(), key=lambda s: (rank(s.objective), s.pretrain_steps)):
         lines.append(f"| {NAMES.get(s.objective, s.objective)} | {s.pretrain_steps} | "
                      f"{s.pretrain_flops:.3g} | {s.spread()} | {s.learning_rate:g} "
                      f"({s.dev_median:.1f}) |")
@@ -372,7 +377,8 @@ def probe_table(lines: Sequence[dict[str, Any]]) -> str:
     """The linear probe's dev scores per model and (task, metric)."""
     columns = sorted({(r["task"], r["metric"]) for r in lines
                       if r.get("task") and r["split"] == "dev"})
-    models = sorted({(r["objective"], r["pretrain_steps"], r["pretrain_flops"]) for r in lines})
+    models = sorted({(r["objective"], r["pretrain_steps"], r["pretrain_flops"]) for r in lines},
+                    key=lambda m: (rank(m[0]), *m[1:]))
     values = {(r["objective"], r["pretrain_steps"], r["task"], r["metric"]): r["score"]
               for r in lines if r.get("task") and r["split"] == "dev"}
     out = ["| model | pretraining steps | pretraining FLOPs | "
@@ -533,7 +539,7 @@ def pretraining_table(curves: Sequence[dict[str, Any]],
     lines = ["| model | step | pretraining FLOPs | "
              + " | ".join(label for _, label in PRETRAINING_SHOWN) + " |",
              "|---|---|---|" + "---|" * len(PRETRAINING_SHOWN)]
-    for r in sorted(last.values(), key=lambda r: (r["objective"], r["step"])):
+    for r in sorted(last.values(), key=lambda r: (rank(r["objective"]), r["step"])):
         lines.append(f"| {NAMES.get(r['objective'], r['objective'])} | {r['step']} | "
                      f"{r['pretrain_flops']:.3g} | " + " | ".join(
                          f"{r['scalars'][tag]:.3f}" if tag in r["scalars"] else "-"

@@ -662,6 +662,16 @@ def test_a_model_whose_sweep_is_half_done_is_left_out_and_named(tmp_path):
             "rates and seeds is in: ELECTRA 15% at 200 steps, Replace MLM at 200 steps.") in text
 
 
+def test_the_tables_list_models_in_the_reports_order_not_by_name(tmp_path):
+    _, scores = _hand_made_and(
+        tmp_path, _runs("all_tokens_mlm", 200, 2.5e13, 1e-3, [50] * 5, [50] * 5)
+        + _runs("replace_mlm", 200, 2.05e13, 1e-3, [40] * 5, [40] * 5))
+    names = [line.split(" | ")[0][2:] for line in
+             ladder_report.scores_table(scores).splitlines()[2:]]
+    assert list(dict.fromkeys(names)) == ["ELECTRA", "Replace MLM", "All-Tokens MLM",
+                                          "BERT (MLM)", "no pretraining"]
+
+
 def test_a_table5_objective_ahead_of_electra_is_shown_and_collapses_are_named(tmp_path):
     # ELECTRA 15% at steps ELECTRA has not reached yet, and at ELECTRA's 10 steps with a tagger
     # collapsed to the most frequent tag (pos accuracy 24.0, the baseline 23.7).

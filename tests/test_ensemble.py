@@ -202,7 +202,9 @@ def test_squad_with_joint_prediction_keeps_no_averageable_outputs(tmp_path):
     from electra_tf.finetuning import task_builder
 
     task = task_builder.get_task("squadv1")
-    beams = {"start_top_log_probs": np.zeros((2, 3)), "start_top_index": np.zeros((2, 3))}
+    # What SquadHead returns when predicting with joint_prediction (the original's default).
+    beams = {"start_logits": np.zeros((2, 8)), "start_top_log_probs": np.zeros((2, 3)),
+             "start_top_index": np.zeros((2, 3)), "answerable_logit": np.zeros(2)}
     assert task.ensemble_outputs(None, None, beams) is None
 
 

@@ -251,8 +251,8 @@ class QATask(Task):
                          outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
         """The start and end logits per window (and the answerability logit), averaged before
         the answer search. Joint prediction's beams (an end beam per start, with token
-        indices) cannot be averaged: None."""
-        if "start_logits" not in outputs:
+        indices) cannot be averaged: None (its outputs hold start logits but no end logits)."""
+        if "end_logits" not in outputs:
             return None
         return {key: np.asarray(outputs[key]) for key in
                 ("start_logits", "end_logits", "answerable_logit") if key in outputs}

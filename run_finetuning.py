@@ -382,7 +382,8 @@ def run(config, strategy=None) -> dict:
         if progress is not None:
             progress.finish(trial, trials[-1] if config.do_eval else {},
                             last=trial == config.num_trials)
-        if not config.keep_all_models and trial != config.num_trials:
+        # Only what this run trained: an evaluation-only run keeps the checkpoints it read.
+        if config.do_train and not config.keep_all_models and trial != config.num_trials:
             tf.io.gfile.rmtree(model_dir)  # gs:// too
     return _median(trials) if trials else {}
 

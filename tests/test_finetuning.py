@@ -391,6 +391,13 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
     # finished trials that a rerun resumes from).
     models = finetuning_dir / "models" / "tiny" / "finetuning_models"
     assert sorted(p.name for p in models.iterdir()) == ["sst,rte_model_2", "sst,rte_run.json"]
+    # An evaluation-only run deletes none of the checkpoints it evaluates, whatever
+    # keep_all_models says (the original's would remove every trial's but the last).
+    shutil.copytree(models / "sst,rte_model_2", models / "sst,rte_model_1")
+    run_finetuning.run(from_hparams("tiny", str(finetuning_dir),
+                                    {**hparams, "do_train": False, "do_eval": True}))
+    assert sorted(p.name for p in models.iterdir()) == [
+        "sst,rte_model_1", "sst,rte_model_2", "sst,rte_run.json"]
 
 
 def test_squad_from_tensorflow_datasets(finetuning_dir, tmp_path):

@@ -218,6 +218,9 @@ def test_a_data_dir_that_does_not_exist_is_named(tmp_path):
     missing = tmp_path / "no_such_dir"
     with pytest.raises(ConfigError, match=f"--data_dir {missing} does not exist .*vocab.txt"):
         run_finetuning.run(from_hparams("tiny", str(missing), {"task_names": ["sst"]}))
+    # A task that reads another task's folder is named by that folder.
+    with pytest.raises(ConfigError, match=r"finetuning_data/sst\)"):
+        run_finetuning.run(from_hparams("tiny", str(missing), {"task_names": ["sst_zeroshot"]}))
 
 
 def test_a_misspelled_model_name_lists_the_models_and_writes_nothing(finetuning_dir):

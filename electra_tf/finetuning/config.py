@@ -158,7 +158,8 @@ def check_locations(config: FinetuningConfig) -> None:
 
     inputs = [config.vocab_file, config.init_checkpoint or ""]
     if config.data_source == "files":
-        inputs += [config.raw_data_dir(name) for name in config.task_names]
+        inputs += [config.raw_data_dir(task_builder.TASKS[name].data_name)
+                   for name in config.task_names]
     config_lib.check_data_dir(config.data_dir, inputs)
     if config.debug or config.init_checkpoint != config.pretrained_model_dir:
         return

@@ -198,6 +198,32 @@ def test_squad_averages_start_and_end_logits_before_the_answer_search(tmp_path):
         task.score(config, dev.path, predictions, None)
 
 
+def test_qa_members_that_tokenized_otherwise_are_refused(tmp_path):
+    """QA's outputs are per token: members whose windows hold other tokens (another
+    vocabulary, lower-casing or question cut) are not averaged position by position, even
+    when their windows are as many."""
+    import dataclasses
+
+    directory = tmp_path / "finetuning_data" / "squadv1"
+    directory.mkdir(parents=True)
+    for split in ("dev", "test"):
+        shutil.copy(TEST_DATA / "squad_v1_sample.json", directory / f"{split}.json")
+    config, task, _, splits = _setup(tmp_path, {
+        "task_names": ["squadv1"], "max_seq_length": 64, "doc_stride": 16,
+        "max_query_length": 16, "joint_prediction": False, "answerable_classifier": False})
+    dev = splits["dev"]
+    ids = dev.arrays["input_ids"].copy()
+    ids[3, 1] += 1  # one question token read otherwise
+    other = dataclasses.replace(dev, arrays={**dev.arrays, "input_ids": ids})
+    logits = np.zeros(ids.shape, np.float32)
+    paths = [_write_member(tmp_path / f"m{i}.npz", config, task, {
+        "dev": (data, {"start_logits": logits, "end_logits": logits})})
+        for i, data in enumerate((dev, other))]
+    members = [ensemble.read_member(p) for p in paths]
+    with pytest.raises(ensemble.EnsembleError, match="row 3 is .*the same tokenization"):
+        ensemble.average(members, "squadv1:dev", [0.5, 0.5])
+
+
 def test_squad_with_joint_prediction_keeps_no_averageable_outputs(tmp_path):
     from electra_tf.finetuning import task_builder
 

@@ -92,6 +92,13 @@ def test_rows_tokenize_as_the_whole_filled_template(finetuning_dir, tokenizer):
     tokens = tokenizer.convert_ids_to_tokens(data.arrays["input_ids"][1])
     assert tokens[-8:] == ["[SEP]", "all", "in", "all", ",", "wonderful", "!", "[SEP]"]
     assert data.arrays["segment_ids"][1].tolist() == [0] * 5 + [1] * 7
+    # Its rows' ids carry their tokens: an ensemble of two templates is refused, not averaged
+    # at unrelated positions.
+    ids = zero_shot.TASKS[0].row_ids(data)
+    assert ids[1].startswith("1#") and len(set(ids)) == len(ids)
+    plain = zero_shot.TASKS[0].load(from_hparams("tiny", str(finetuning_dir), ZERO_SHOT), "dev",
+                                    tokenizer)
+    assert not set(ids) & set(zero_shot.TASKS[0].row_ids(plain))
 
 
 def test_zero_shot_end_to_end_equals_the_discriminators_verdicts(finetuning_dir, tokenizer):

@@ -172,7 +172,9 @@ def average(members: Sequence[Member], result_name: str,
                           f"{theirs[mine != theirs][0]!r}, not {mine[mine != theirs][0]!r}")
             raise EnsembleError(f"{member.path}: the example ids of {result_name} differ from "
                                 f"{first.path}'s ({where}); ensemble runs of the same data "
-                                "with the same max_seq_length (and for QA the same windows)")
+                                "with the same max_seq_length (and for QA and zero-shot "
+                                "tasks, whose outputs are per token, the same tokenization: "
+                                "vocabulary, lower-casing, windows, template)")
     return weighted(
         [m.outputs(result_name) for m in members], weights,
         [m.path for m in members], result_name)

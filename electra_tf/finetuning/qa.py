@@ -31,7 +31,7 @@ from electra_tf import fused
 from electra_tf.config import require
 from electra_tf.finetuning import squad
 from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, Head, SplitData, Task,
-                                        TaskHparams, cross_entropy)
+                                        TaskHparams, cross_entropy, token_checksums)
 from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:
@@ -243,9 +243,9 @@ class QATask(Task):
         return results["f1"]
 
     def row_ids(self, data: SplitData) -> list[str]:
-        """The question's id and the window's index."""
-        return [f"{data.examples[f.example_index].qas_id}#{f.window_index}"
-                for f in data.features]
+        """The question's id, the window's index and its tokens' checksum."""
+        return [f"{data.examples[f.example_index].qas_id}#{f.window_index}#{checksum}"
+                for f, checksum in zip(data.features, token_checksums(data.arrays["input_ids"]))]
 
     def ensemble_outputs(self, config: FinetuningConfig, data: SplitData,
                          outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:

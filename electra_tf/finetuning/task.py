@@ -17,6 +17,7 @@ import abc
 import collections
 import dataclasses
 import typing
+import zlib
 from typing import Any, ClassVar, Hashable, Iterable
 
 import numpy as np
@@ -35,6 +36,14 @@ INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 class DataError(ValueError):
     """A task's file (or tfds dataset) is missing or holds something that cannot be read."""
+
+
+def token_checksums(input_ids: np.ndarray) -> list[str]:
+    """A checksum of each row's token ids: outputs per token position (QA's start and end
+    logits, zero-shot's replaced-token logits) average only between members that tokenized
+    the row alike (vocabulary, lower-casing, windows, template)."""
+    return [f"{zlib.crc32(np.ascontiguousarray(row, np.int32).tobytes()):08x}"
+            for row in np.asarray(input_ids)]
 
 
 @dataclasses.dataclass
@@ -194,8 +203,9 @@ class Task(abc.ABC):
         return []
 
     def row_ids(self, data: SplitData) -> list[str]:
-        """An id per row of the split that does not depend on the tokenizer (an example id,
-        with the window for QA), so that members' outputs are matched row by row."""
+        """An id per row of the split, so that members' outputs are matched row by row: an
+        example id where the outputs are per example or per word (any tokenizer's members
+        match); with token_checksums where they are per token (QA, zero-shot)."""
         return [str(i) for i in range(len(data))]
 
     def ensemble_outputs(self, config: FinetuningConfig, data: SplitData,

@@ -30,7 +30,8 @@ import numpy as np
 from electra_tf import modeling
 from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import glue
-from electra_tf.finetuning.task import Baseline, Head, SplitData, Task, TaskHparams, pad_rows
+from electra_tf.finetuning.task import (Baseline, Head, SplitData, Task, TaskHparams, pad_rows,
+                                        token_checksums)
 from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:
@@ -189,6 +190,12 @@ class ZeroShotTask(Task):
             print(f"{self.name} {split}: {len(examples)} sentences x {len(labels)} labels, e.g. "
                   f"{tokenizer.convert_ids_to_tokens(ids[0])}", flush=True)
         return SplitData(self, split, arrays, examples)
+
+    def row_ids(self, data: SplitData) -> list[str]:
+        """The row's index (a sentence's label) and its tokens' checksum: the template, the
+        label words and the tokenizer decide where the logits that are averaged sit."""
+        return [f"{i}#{checksum}" for i, checksum in
+                enumerate(token_checksums(data.arrays["input_ids"]))]
 
     def make_head(self, config: FinetuningConfig) -> ReplacedTokenHead:
         bert = config.bert_config()

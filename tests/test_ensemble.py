@@ -264,6 +264,13 @@ def test_tagging_averages_each_words_tag_probabilities(tmp_path):
     logits = rng.normal(size=(*dev.arrays["input_ids"].shape, n_labels))
     back = task.from_ensemble_outputs(config, dev, task.ensemble_outputs(config, dev, logits))
     assert task.predicted_tags(config, dev, back) == task.predicted_tags(config, dev, logits)
+    # A tag that appears in the files only after the run shifts the label indices: refused.
+    with open(directory / "test.txt", "a") as f:
+        f.write("\nlater NN B-LST\n")
+    from electra_tf.finetuning import tagging
+    tagging._label_set.cache_clear()  # a new process reads the files anew
+    with pytest.raises(ensemble.EnsembleError, match="the data changed since the run"):
+        ensemble.run(paths, [0.3, 0.7], str(tmp_path / "out2"), {})
 
 
 def test_fitted_weights_come_from_dev_and_never_from_test(tmp_path):

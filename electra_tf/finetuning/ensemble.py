@@ -281,6 +281,12 @@ def _run(members: Sequence[Member], weights: list[float] | None, config, tokeniz
                 raise EnsembleError(f"{members[0].path}: the example ids of {key} differ from "
                                     f"those of {data.path or _data_dir(task, config)}"
                                     " as read now; the data changed since the run")
+            labels = task.label_names(config)
+            if list(members[0].splits[key]["labels"]) != list(labels):
+                raise EnsembleError(f"{members[0].path} predicts the labels "
+                                    f"{members[0].splits[key]['labels']} for {key}, but its "
+                                    f"files as read now give {labels}; the data changed since "
+                                    "the run")
             loaded[key] = data
         ranked = type(task).main_metric is not Task.main_metric
         fitted = weights is None

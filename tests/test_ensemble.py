@@ -341,6 +341,14 @@ def test_one_line_errors_name_the_file(tmp_path):
         np.savez(f, meta=np.array(json.dumps(member.meta)), **arrays)
     assert error([good[0], shuffled]).startswith(f"{shuffled}: the example ids of sst:dev "
                                                  "differ from")
+    # With given weights too, before any member is scored on rows it lacks.
+    short = tmp_path / "short.npz"
+    arrays = {key: value[:-1] if key.startswith("sst:dev/") else value
+              for key, value in member.arrays.items()}
+    with open(short, "wb") as f:
+        np.savez(f, meta=np.array(json.dumps(member.meta)), **arrays)
+    assert error([good[0], str(short)], [0.5, 0.5]).startswith(
+        f"{short}: the example ids of sst:dev differ from")
     (tmp_path / "exists").mkdir()
     assert "--output_dir " in error(good, output="exists")
     not_meta = tmp_path / "meta.npz"

@@ -308,12 +308,13 @@ def _run(members: Sequence[Member], weights: list[float] | None, config, tokeniz
         for key in dev:
             data = loaded[key]
             name = task.result_name(data.split)
+            averaged = average(members, key, task_weights)  # checks the rows first
             members_scores = [scored(data, m.outputs(key), scratch) for m in members]
             report["splits"][name] = {
                 "members": members_scores,
                 "median": {k: float(np.median([s[k] for s in members_scores]))
                            for k in members_scores[0]},
-                "ensemble": scored(data, average(members, key, task_weights),
+                "ensemble": scored(data, averaged,
                                    os.path.join(building, "dev_predictions", name))}
             if ranked:
                 best = int(np.argmax([task.main_metric(s) for s in members_scores]))

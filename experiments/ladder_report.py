@@ -718,7 +718,11 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "distribution, is what such a model scores in these training metrics, because the "
             "original's masking leaves 15% of the masked positions showing their own token, "
             "which it copies. A masked LM uses the context only where it does better than the "
-            f"second row. `{name}_pretraining.png` draws the whole curves.\n\n"
+            f"second row. `{name}_pretraining.png` draws the whole curves."
+            + (" ELECTRA 15%'s discriminator judges the masked positions only, so its "
+               "detection AUC is over those, where ELECTRA's is over every real token."
+               if any(r["objective"].startswith("electra_15") for r in curves) else "")
+            + "\n\n"
             + pretraining_table(curves, no_context,
                                 {r["model"] for r in pretrain if r.get("finished")}))
     detection = records.read(os.path.join(results_dir, "detection.jsonl"))

@@ -219,9 +219,13 @@ class PretrainingConfig(TpuHparams):
                            self.debug)
 
     def generator_bert_config(self) -> dict[str, Any]:
-        """The generator's transformer (the original's get_generator_config)."""
+        """The generator's transformer (the original's get_generator_config); with
+        untied_generator false the discriminator's own, whatever the fractions say (the
+        original then builds the generator from the discriminator's config)."""
         disc = self.bert_config()
         gen = dict(disc)
+        if not self.untied_generator:
+            return gen
         gen["hidden_size"] = int(round(disc["hidden_size"] * self.generator_hidden_size))
         gen["num_hidden_layers"] = int(round(disc["num_hidden_layers"] * self.generator_layers))
         gen["intermediate_size"] = 4 * gen["hidden_size"]
@@ -623,10 +627,6 @@ def validate(c: PretrainingConfig) -> None:
     gen = c.generator_bert_config()
     require(gen["num_hidden_layers"] >= 1 and gen["hidden_size"] % gen["num_attention_heads"] == 0,
              "generator_hidden_size", f"gives an impossible generator {gen}")
-    if not c.untied_generator:
-        require(c.generator_hidden_size == 1.0 and c.generator_layers == 1.0, "untied_generator",
-                 "false ties every generator weight to the discriminator, which needs "
-                 "generator_hidden_size = generator_layers = 1.0")
     require(c.do_train != c.do_eval, "do_train",
              "exactly one of do_train and do_eval must be true (as the original)")
     _validate_objective(c)

@@ -90,7 +90,6 @@ def test_a_vocab_file_that_is_a_directory_or_empty_is_named(tmp_path):
     ({"train_batch_size": 0}, "'train_batch_size': must be at least 1"),
     ({"model_hparam_overrides": {"hiden_size": 3}}, "unknown keys ['hiden_size']"),
     ({"max_seq_length": 1024}, "exceeds max_position_embeddings 512"),
-    ({"untied_generator": False}, "'untied_generator'"),
     ({"strategy": "horovod"}, "'strategy': one of"),
     ({"precision": "float16"}, "'precision': one of"),
     ({"do_eval": True}, "exactly one of do_train and do_eval"),

@@ -64,8 +64,11 @@ def test_untied_generator_embeddings_get_their_own_block():
 
 
 def test_untied_generator_false_uses_one_encoder():
-    model = _model(untied_generator=False, generator_hidden_size=1.0)
+    # As the original, the generator's fractions are then ignored.
+    model = _model(untied_generator=False)
     assert model.generator is model.encoder
+    c = tiny_config(untied_generator=False)
+    assert c.generator_hidden_size < 1 and c.generator_bert_config() == c.bert_config()
 
 
 def test_bert_objective_has_no_discriminator_loss():

@@ -46,10 +46,12 @@ def _first_records(files: list[str]) -> dict[str, bytes]:
 
 
 def check_files(patterns: str, max_seq_length: int) -> list[str]:
-    """Fails naming the pattern or file when there is nothing to read, when a file's first
-    record cannot be read (an empty, foreign or damaged file), or when it does not have the
-    three features at max_seq_length. Damage further into a file is found when training reads
-    it (find_unreadable)."""
+    """The files to read: those matching `patterns` that hold examples. Fails naming the
+    pattern or file when there is nothing to read, when a file's first record cannot be read
+    (a foreign or damaged file), or when it does not have the three features at
+    max_seq_length. An empty file is left out, as the original's reader passes over it (the
+    builder writes one when a worker has fewer examples than shards). Damage further into a
+    file is found when training reads it (find_unreadable)."""
     files = list_files(patterns)
     if not files:
         raise InputError(f"no TFRecords match {patterns!r}; build them with "
@@ -64,8 +66,7 @@ def check_files(patterns: str, max_seq_length: int) -> list[str]:
                 raise InputError(f"{path} is not a readable TFRecord file: {e.message}; "
                                  "remove it from the input or rebuild it") from None
             if record is None:
-                raise InputError(f"{path} holds no examples; remove it from the input or "
-                                 "rebuild it")
+                continue
             first[path] = record.numpy()
         try:
             example = tf.train.Example.FromString(first[path])
@@ -82,7 +83,10 @@ def check_files(patterns: str, max_seq_length: int) -> list[str]:
                     f"{path}: feature {name!r} has length {length} but max_seq_length is "
                     f"{max_seq_length}; rebuild the data with --max_seq_length "
                     f"{max_seq_length} or set the max_seq_length hparam to {length}")
-    return files
+    if not first:
+        raise InputError(f"the {len(files)} TFRecord file(s) matching {patterns!r} hold no "
+                         "examples; rebuild them from a corpus with text")
+    return [path for path in files if path in first]
 
 
 def _read_summary(path: str) -> dict | None:

@@ -554,6 +554,26 @@ def test_built_records_feed_a_pretraining_step(tmp_path):
     assert int(state.optimizer.iterations) == 1 and np.isfinite(results["loss"])
 
 
+def test_pretraining_passes_over_empty_shards_and_names_bad_files(tmp_path):
+    """More workers than input files leave shards empty (as the original's builder does);
+    the reader leaves them out, as the original's does, and names files it cannot use."""
+    out = tmp_path / "pretrain_tfrecords"
+    _build(SAMPLE / "corpus", out, max_seq_length=32, num_processes=2, num_out_files=4)
+    shards = _shards(out)
+    pattern = str(out / "pretrain_data.tfrecord-*")
+    used = data.check_files(pattern, 32)
+    assert 0 < len(used) < len(shards) == 4  # one file: one worker's shards hold nothing
+    assert all(tf.data.TFRecordDataset(s).take(1).cardinality() != 0 for s in used)
+    empty = sorted(set(shards) - set(used))
+    with pytest.raises(data.InputError, match="hold no examples; rebuild them"):
+        data.check_files(empty[0], 32)
+    with pytest.raises(data.InputError, match="has length 32 but max_seq_length is 64"):
+        data.check_files(pattern, 64)
+    (out / "pretrain_data.tfrecord-foreign").write_text("not a record")
+    with pytest.raises(data.InputError, match="tfrecord-foreign is not a readable TFRecord"):
+        data.check_files(pattern, 32)
+
+
 def test_the_summary_records_the_vocabulary_that_pretraining_checks(tmp_path):
     """build_summary.json records the vocabulary's size and fingerprint; data.check_vocabulary
     refuses another vocabulary (one line naming both files), also with a summary written before

@@ -255,13 +255,13 @@ def _texts(stream) -> Iterator[str]:
 
 def _split(text: str, final: bool) -> tuple[list[str], str]:
     """The pieces of an over-long line: at most PIECE_CHARS characters each, cut at the last
-    space, tab or carriage return in reach (so that they hold the line's tokens), else after
+    space or tab in reach (so that they hold the line's tokens), else after
     PIECE_CHARS characters. Unless `final`, the end that the next read may continue is returned
     uncut."""
     pieces, start = [], 0
     while len(text) - start > PIECE_CHARS:
         end = start + PIECE_CHARS
-        cut = max(text.rfind(space, start + 1, end + 1) for space in " \t\r")
+        cut = max(text.rfind(space, start + 1, end + 1) for space in " \t")
         cut = cut if cut > start else end
         pieces.append(text[start:cut].strip())
         start = cut
@@ -274,10 +274,11 @@ def _split(text: str, final: bool) -> tuple[list[str], str]:
 
 def _lines(texts: Iterable[str], max_line_chars: int = MAX_LINE_CHARS,
            on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
-    """The stripped lines of a text given in pieces. Lines end at "\\n" only, as the original's
-    tf.io.gfile iteration. A line longer than max_line_chars comes as its pieces (see _split),
-    and on_split(its line number, its length) is called at its end, so that no more than
-    max_line_chars characters of a line are ever held."""
+    """The stripped lines of a text given in pieces. Lines end at "\\n" only and every "\\r"
+    is dropped, as in the original's tf.io.gfile iteration (TensorFlow's line reader drops
+    them: "foo\\rbar" is the word "foobar"). A line longer than max_line_chars comes as its
+    pieces (see _split), and on_split(its line number, its length) is called at its end, so
+    that no more than max_line_chars characters of a line are ever held."""
     rest = ""  # the current line's text not yet yielded
     split_chars = 0  # > 0 while the current line is over-long: its characters cut into pieces
     pieces_yielded = False  # of the current over-long line
@@ -298,7 +299,7 @@ def _lines(texts: Iterable[str], max_line_chars: int = MAX_LINE_CHARS,
 
     try:
         for text in texts:
-            *complete, rest = (rest + text).split("\n")
+            *complete, rest = (rest + text.replace("\r", "")).split("\n")
             for line in complete:
                 yield from end_line(line)
             if split_chars or len(rest) > max_line_chars:

@@ -390,6 +390,8 @@ def test_lines_of_a_text_read_in_pieces():
     assert list(builder._lines(["a\nb\n"])) == ["a", "b"]  # a final newline ends a line
     assert list(builder._lines(["\n"])) == [""] and list(builder._lines([""])) == []
     assert list(builder._lines(["y" * 250], max_line_chars=120)) == ["y" * 100, "y" * 100, "y" * 50]
+    # Every carriage return is dropped, as TensorFlow's line reader (the original's) drops it.
+    assert list(builder._lines(["foo\rbar\nbaz\r", "\nq\r\r\n"])) == ["foobar", "baz", "q"]
 
 
 def test_the_default_shard_count_scales_with_the_corpus(tmp_path):

@@ -407,7 +407,7 @@ def test_cli_flags_and_dashed_spellings(tmp_path):
     result = run_script("pretrain_data/build_pretraining_dataset.py",
                         f"--corpus-dir={SAMPLE / 'corpus'}", f"--vocab-file={BERT_VOCAB}",
                         f"--output-dir={tmp_path / 'out'}", "--max-seq-length=64",
-                        "--num-out-files=2", "--nodo-lower-case")
+                        "--num-out-files=2", "--no-lower-case")  # the original's negation
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "out" / "build_summary.json").read_text())
     assert summary["do_lower_case"] is False and summary["max_seq_length"] == 64

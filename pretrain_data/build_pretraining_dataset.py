@@ -627,16 +627,16 @@ def _prepare_output_dir(output_dir: str, num_out_files: int, overwrite: bool) ->
     foreign = sorted(name for name in names if name.startswith(SHARD_PREFIX)
                      and not _SHARD.fullmatch(name) and not name.endswith(".incomplete"))
     if foreign:
-        raise ValueError(f"--output_dir {output_dir} already holds {len(foreign)} other shards "
-                         f"(e.g. {foreign[0]}) that pretraining would read with these; remove "
-                         "them or choose another --output_dir")
+        raise ValueError(f"the output directory {output_dir} already holds {len(foreign)} "
+                         f"other shards (e.g. {foreign[0]}) that pretraining would read with "
+                         "these; remove them or build into another directory")
     if ours and not overwrite:
         counts = sorted({int(name.rsplit("-", 1)[1]) for name in ours})
         raise ValueError(
-            f"--output_dir {output_dir} already holds {len(ours)} shards of an earlier build "
-            f"(e.g. {ours[0]}; --num_out_files {', '.join(map(str, counts))}); pass --overwrite "
-            "to replace them (they stay until this build is complete) or choose another "
-            "--output_dir")
+            f"the output directory {output_dir} already holds {len(ours)} shards of an earlier "
+            f"build (e.g. {ours[0]}; --num_out_files {', '.join(map(str, counts))}); pass "
+            "--overwrite to replace them (they stay until this build is complete) or build "
+            "into another directory")
     tf.io.gfile.makedirs(temp_dir)
     new = {shard_name(i, num_out_files) for i in range(num_out_files)}
     return [os.path.join(output_dir, name) for name in ours if name not in new]

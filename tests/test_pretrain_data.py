@@ -238,9 +238,9 @@ def test_rebuilding_into_a_folder_of_ours_needs_overwrite(tmp_path, caplog):
     out = tmp_path / "out"
     _build(SAMPLE / "corpus", out, num_out_files=4)
     before = {path.name: path.read_bytes() for path in out.iterdir()}
-    with pytest.raises(ValueError, match=rf"--output_dir {out} already holds 4 shards of an "
-                       r"earlier build \(e\.g\. pretrain_data\.tfrecord-0-of-4; --num_out_files 4"
-                       r"\); pass --overwrite"):
+    with pytest.raises(ValueError, match=rf"the output directory {out} already holds 4 shards "
+                       r"of an earlier build \(e\.g\. pretrain_data\.tfrecord-0-of-4; "
+                       r"--num_out_files 4\); pass --overwrite"):
         _build(SAMPLE / "corpus", out, num_out_files=2)
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     summary = _build(SAMPLE / "corpus", out, num_out_files=2, overwrite=True)

@@ -64,7 +64,7 @@ def _print_help(reference: str) -> None:
 
 
 # The original builders' negated flags (argparse's store_false), which absl spells --noNAME.
-_NEGATIONS = {"--no-lower-case": "do_lower_case", "--no-strip-accents": "do_strip_accents"}
+NEGATED_SPELLINGS = {"--no-lower-case": "do_lower_case", "--no-strip-accents": "do_strip_accents"}
 
 
 def _parse(reference: str) -> Callable[[list[str]], list[str]]:
@@ -72,8 +72,8 @@ def _parse(reference: str) -> Callable[[list[str]], list[str]]:
         if any(arg in HELP_FLAGS for arg in argv[1:]):
             _print_help(reference)
             sys.exit(0)
-        argv = [f"--no{_NEGATIONS[arg]}" if _NEGATIONS.get(arg) in flags.FLAGS else arg
-                for arg in argv]
+        argv = [f"--no{NEGATED_SPELLINGS[arg]}" if NEGATED_SPELLINGS.get(arg) in flags.FLAGS
+                else arg for arg in argv]
         try:
             return flags.FLAGS(argv)
         except flags.Error as e:

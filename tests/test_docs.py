@@ -221,11 +221,15 @@ def _flags_in(node: ast.AST, path: pathlib.Path, false_params: frozenset = froze
 def command_flags() -> dict[str, set[str]]:
     """Our command lines (paths from the repository root) -> the flags each defines; --help
     (answered by command_line.run or argparse) for all."""
+    import command_line
+
     commands = {}
     for pattern in COMMAND_GLOBS:
         for path in sorted(REPO.glob(pattern)):
             flags, dashed = _flags_in(_tree(path), path)
             flags |= {alias for name, alias in dashed.items() if name in flags}
+            flags |= {spelling[2:] for spelling, name in command_line.NEGATED_SPELLINGS.items()
+                      if name in flags}
             if flags:
                 commands[str(path.relative_to(REPO))] = flags | {"help"}
     return commands

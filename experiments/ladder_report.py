@@ -118,7 +118,11 @@ def incomplete(lines: Sequence[dict[str, Any]], task: str, metric: str) -> list[
     some model has, or a seed, missing on dev or test. A sitting can stop between the runs of
     one model's sweep; choosing its learning rate from part of the sweep would judge it on
     another protocol than the rest."""
-    runs, _ = _runs(lines, task, metric)
+    return _partial(_runs(lines, task, metric)[0])
+
+
+def _partial(runs: Runs) -> list[tuple]:
+    """incomplete() on runs already gathered."""
     rates = {rate for *_, rate in runs}
     seeds = {seed for splits in runs.values() for split in splits.values() for seed in split}
     models = {(objective, steps) for objective, steps, _ in runs}
@@ -132,7 +136,7 @@ def select(lines: Sequence[dict[str, Any]], task: str, metric: str) -> dict[tupl
     learning rate and seed of the records, on dev and test), the learning rate with the best
     median dev score (ties: the smaller rate) and its test scores, seeds in order."""
     runs, flops = _runs(lines, task, metric)
-    partial = set(incomplete(lines, task, metric))
+    partial = set(_partial(runs))
     best: dict[tuple, Scores] = {}
     for (objective, steps, learning_rate), splits in sorted(runs.items()):
         if (objective, steps) in partial:

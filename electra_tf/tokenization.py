@@ -93,11 +93,23 @@ def normalize(text: str, lower_case: bool = True, strip_accents: bool = True) ->
 
 
 def check_vocab(tokens: Collection[str], where: str) -> None:
-    """Fails naming `where` when the vocabulary lacks one of BERT's special tokens."""
+    """Fails naming `where` when the vocabulary lacks one of BERT's special tokens or, given
+    as its lines in order, holds a token twice (TensorFlow Text's tokenizers need each token
+    once)."""
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise ValueError(f"{where} lacks the special tokens {missing}; a BERT vocab.txt (or one "
                          "from pretrain_data/build_vocab.py) has them")
+    first_line: dict[str, int] = {}
+    for line, token in enumerate(tokens, 1):
+        if token in first_line:
+            raise ValueError(
+                f"{where} holds the token {token!r} on lines {first_line[token]} and {line} "
+                "(compared after stripping whitespace, as the original's load_vocab reads it); "
+                "the original gives it the last line's id, TensorFlow Text's tokenizer refuses "
+                "it: replace the earlier line with a token that occurs nowhere else (such as "
+                "an unused [unusedN]) to keep every id")
+        first_line[token] = line
 
 
 def read_vocab(vocab_file: str) -> list[str]:

@@ -1,5 +1,6 @@
 """Token ids identical to the original's tokenizer on every line of the real corpora."""
 
+import re
 import sys
 import unicodedata
 
@@ -79,6 +80,16 @@ def test_vocab_without_special_tokens_fails(tmp_path):
 
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]
+
+
+def test_vocab_with_a_token_twice_fails_naming_the_file_and_lines(tmp_path):
+    """TensorFlow Text refuses it with "Tokens in the vocabulary must be unique", naming nothing;
+    lines equal once stripped count as the same token, as the original reads them."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB + ["hello "]) + "\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(vocab))} holds the token 'hello' on "
+                                         r"lines 6 and 8 .*\[unusedN\]"):
+        WordPieceTokenizer(str(vocab))
 
 
 def _originals_size(path) -> int:

@@ -355,6 +355,12 @@ def test_one_line_errors_name_the_file(tmp_path):
     with open(not_meta, "wb") as f:
         np.savez(f, meta=np.array(json.dumps(["not", "an", "object"])))
     assert "meta.npz is not a prediction file" in error([good[0], str(not_meta)])
+    older = tmp_path / "format1.npz"  # before QA and zero-shot row ids carried checksums
+    member = ensemble.read_member(good[1])
+    with open(older, "wb") as f:
+        np.savez(f, meta=np.array(json.dumps({**member.meta, "format": 1})), **member.arrays)
+    assert "format1.npz is a prediction file of format 1; this version reads format 2: write " \
+        "it again" in error([good[0], str(older)])
     from electra_tf.config import ConfigError
     for hparams, message in (({"max_seq_lenght": 64}, "did you mean 'max_seq_length'"),
                              ({"max_seq_length": "64"}, "max_seq_length")):

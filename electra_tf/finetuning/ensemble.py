@@ -32,7 +32,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-FORMAT = 1
+# 2: QA and zero-shot row ids carry a checksum of their tokens.
+FORMAT = 2
 FIT_ROUNDS = 10  # forward selection's rounds: the fitted weights are multiples of 1/10
 
 
@@ -101,7 +102,9 @@ def read_member(path: str) -> Member:
                             "is not an object with the splits)")
     if meta.get("format") != FORMAT:
         raise EnsembleError(f"{path} is a prediction file of format {meta.get('format')}; "
-                            f"this version reads format {FORMAT}")
+                            f"this version reads format {FORMAT}: write it again by evaluating "
+                            "the trial's saved model (run_finetuning.py with the run's --hparams "
+                            'and "do_train": false)')
     return Member(path, meta, arrays)
 
 

@@ -398,31 +398,38 @@ def probe_table(lines: Sequence[dict[str, Any]]) -> str:
 
 def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str, Any]],
                 probe: Sequence[dict[str, Any]], detection: Sequence[dict[str, Any]]) -> str:
-    """CPU and wall hours per kind of run (a stopped pretraining piece counts what it spent).
-    Probing and judging discriminators count the runs whose records kept their times."""
+    """CPU and wall hours per kind of run (a stopped pretraining piece counts what it spent), in
+    the order of a run's life: each objective's pretraining in the report's order (trunk, then
+    branch), fine-tuning, probing, judging. Probing and judging discriminators count the runs
+    whose records kept their times."""
     cpu: dict[str, float] = collections.defaultdict(float)
     wall: dict[str, float] = collections.defaultdict(float)
+    order: dict[str, tuple] = {}
     for r in pretrain:
         kind = f"pretraining {NAMES.get(r['objective'], r['objective'])} {r['kind']}"
+        order[kind] = (0, rank(r["objective"]), r["kind"] != "trunk")
         cpu[kind] += r.get("cpu_seconds", 0.0)
         wall[kind] += r.get("wall_seconds", 0.0)
     runs = {(r["objective"], r["pretrain_steps"], r["task"], r["learning_rate"]):
             r for r in finetune}
     for r in runs.values():
         kind = f"fine-tuning {r['task']}"
+        order[kind] = (1, r["task"])
         cpu[kind] += r["run_cpu_seconds"]
         wall[kind] += r["run_wall_seconds"]
     probes = {(r["objective"], r["pretrain_steps"]): r for r in probe}.values()
-    for kind, done, prefix in (("probing", probes, "run_"),
-                               ("judging discriminators against bigram counts", detection, "")):
+    for place, (kind, done, prefix) in enumerate(
+            (("probing", probes, "run_"),
+             ("judging discriminators against bigram counts", detection, "")), 2):
         timed = [r for r in done if prefix + "cpu_seconds" in r]
         if timed:
             if len(timed) < len(done):
                 kind += f" ({len(timed)} of {len(done)} runs timed)"
+            order[kind] = (place,)
             cpu[kind] = sum(r[prefix + "cpu_seconds"] for r in timed)
             wall[kind] = sum(r[prefix + "wall_seconds"] for r in timed)
     lines = ["| runs | CPU hours | wall hours |", "|---|---|---|"]
-    for kind in sorted(cpu):
+    for kind in sorted(cpu, key=order.__getitem__):
         lines.append(f"| {kind} | {cpu[kind] / 3600:.2f} | {wall[kind] / 3600:.2f} |")
     lines.append(f"| **total** | {sum(cpu.values()) / 3600:.2f} | "
                  f"{sum(wall.values()) / 3600:.2f} |")

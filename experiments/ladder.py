@@ -374,17 +374,43 @@ def trunk_snapshot(sitting: Sitting, climb: Climb) -> str:
     return os.path.join(sitting.store.directory, "trunks", climb.objective)
 
 
-def data_fingerprint(data_dir: str) -> dict[str, str]:
+def data_fingerprint(data_dir: str, tasks: bool = False) -> dict[str, str]:
     """What a trunk's checkpoint depends on beyond its hparams, by SHA-256: the vocabulary and
-    each pretraining TFRecords file (their bytes: the input position counts records in them)."""
+    each pretraining TFRecords file (their bytes: the input position counts records in them);
+    with `tasks`, also every fine-tuning file, on which the rest of the records depend."""
     import glob
 
     from fetch_corpora import file_sha256
 
     tfrecords = sorted(glob.glob(os.path.join(data_dir, "pretrain_tfrecords",
                                               "pretrain_data.tfrecord*")))
+    task_files = sorted(glob.glob(os.path.join(data_dir, "finetuning_data", "*", "*"))) \
+        if tasks else []
     return {os.path.relpath(path, data_dir): file_sha256(path)
-            for path in [os.path.join(data_dir, "vocab.txt"), *tfrecords]}
+            for path in [os.path.join(data_dir, "vocab.txt"), *tfrecords, *task_files]}
+
+
+def check_data(results: str, data_dir: str) -> None:
+    """The records' data is the data they were made on: RESULTS/data.json (committed beside
+    them) holds data_fingerprint(tasks=True) of the first data a sitting used for them. Data
+    built again (a new machine) that hashes otherwise, because the corpora or the code that
+    builds it changed, stops the sitting before anything is trained or scored on it."""
+    path = os.path.join(results, "data.json")
+    current = data_fingerprint(data_dir, tasks=True)
+    if not os.path.exists(path):
+        os.makedirs(results, exist_ok=True)
+        efficiency.write_json(path, current)
+        log(f"the data's SHA-256 -> {path}: later sittings for these records check theirs")
+        return
+    expected = efficiency.read_json(path)
+    differ = sorted(name for name in expected.keys() | current.keys()
+                    if expected.get(name) != current.get(name))
+    if differ:
+        raise SystemExit(
+            f"error: {data_dir} is not the data the records in {results} were made on "
+            f"({len(differ)} file(s) differ from {path}, e.g. {', '.join(differ[:3])}): build "
+            "it with the code and corpora of those records (git log names when they began), "
+            "or start new records with --results DIR")
 
 
 def save_trunk(sitting: Sitting, climb: Climb) -> None:
@@ -818,6 +844,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.time()
     deadline = None if args.hours is None else start + 3600 * args.hours
     data_dir = prepare_data(args.out, args.shared_data, ladder)
+    check_data(args.results, data_dir)
     climbs = [c for c in plan(ladder, data_dir) if c.objective in args.objectives]
     max_rung = args.max_rung or ladder.rungs
     for c in climbs:

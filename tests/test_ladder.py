@@ -365,6 +365,25 @@ def test_a_trunk_is_saved_with_the_records_and_continued_from_there_on_another_m
     assert not trunk.exists()
 
 
+def test_data_built_again_must_be_the_data_the_records_were_made_on(tmp_path):
+    """The first sitting writes the data's hashes beside the records; a sitting on data that
+    hashes otherwise (rebuilt by changed code, say) stops, naming a file that differs."""
+    data, results = _data(tmp_path / "data"), tmp_path / "results"
+    (data / "finetuning_data" / "pos").mkdir(parents=True)
+    (data / "finetuning_data" / "pos" / "train.txt").write_text("The/at dog/nn\n")
+    ladder.check_data(str(results), str(data))
+    saved = json.loads((results / "data.json").read_text())
+    assert sorted(saved) == ["finetuning_data/pos/train.txt",
+                             "pretrain_tfrecords/pretrain_data.tfrecord-0-of-1", "vocab.txt"]
+    ladder.check_data(str(results), str(data))  # the same data: nothing to say
+    (data / "finetuning_data" / "pos" / "train.txt").write_text("The/at cat/nn\n")
+    with pytest.raises(SystemExit, match=r"is not the data the records in .* were made on "
+                                         r"\(1 file\(s\) differ .*e\.g\. finetuning_data/pos/"
+                                         r"train\.txt\).*--results DIR"):
+        ladder.check_data(str(results), str(data))
+    assert json.loads((results / "data.json").read_text()) == saved  # left as it was
+
+
 def test_a_branch_lost_with_another_machine_is_made_again_only_while_it_is_needed(
         tmp_path, monkeypatch):
     sitting = _sitting(tmp_path)

@@ -655,8 +655,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"- {format_peaks('torch.matmul float32', torch_fp32)}")
     print(f"- the step's matmuls, each alone: best {step_shapes_best:.1f} GFLOP/s")
     print(f"- machine fp32 matmul peak (best of the above): {peak:.1f} GFLOP/s")
-    bf16_on = "" if "avx512f" in hardware.read_cpu().flags else ", on Eigen: no AVX-512"
-    print(f"- {format_peaks(f'tf.matmul bfloat16 (informational{bf16_on})', tf_bf16)}")
+    cpu = hardware.read_cpu()
+    on_eigen = cpu.is_x86 and not ("avx512f" in cpu.flags and hardware.onednn_enabled())
+    bf16_note = ", on Eigen: oneDNN's bfloat16 needs AVX-512 and oneDNN on" if on_eigen else ""
+    print(f"- {format_peaks(f'tf.matmul bfloat16 (informational{bf16_note})', tf_bf16)}")
     for row in rows:
         times = ", ".join(f"{t:.3f}" for t in row.step_times)
         print(f"- step times of {row.implementation} {row.precision} (s): {times}")

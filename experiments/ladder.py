@@ -32,7 +32,9 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
 Every finished run appends its records to JSON Lines files in --results (default
 experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl,
 detection.jsonl, curves.jsonl (each pretraining piece's logged losses and metrics),
-baseline.jsonl (the most-frequent-tag tagger, the unigram masked LM) (experiments/records.py).
+baseline.jsonl (the most-frequent-tag tagger, the unigram masked LM) (experiments/records.py);
+and data.json, the SHA-256 of the data they are made on (check_data: a sitting on other data
+stops).
 A run whose records are there is skipped, so a rerun resumes; the pretraining runs also resume
 from their checkpoints in DIR. --hours ends a sitting: no run starts after it, and a pretraining
 run still going gets SIGTERM (it writes a checkpoint and the next sitting continues it exactly;

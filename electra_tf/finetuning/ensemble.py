@@ -3,7 +3,7 @@
 Every trial of run_finetuning.py keeps its raw outputs in one prediction file,
 DATA_DIR/models/NAME/results/<tasks>_outputs_<trial>.npz (numpy's npz):
 
-  meta                    JSON: {"format": 1, "model_name", "task_names", "trial", "seed",
+  meta                    JSON: {"format": 2, "model_name", "task_names", "trial", "seed",
                           "hparams": the run's hparams, "splits": {"<task>:<split>": {"task",
                           "split", "labels", "keys"}}}
   <task>:<split>/row_ids  str [N]: Task.row_ids, one per row of the split (e.g. GLUE's index)
@@ -103,8 +103,9 @@ def read_member(path: str) -> Member:
     if meta.get("format") != FORMAT:
         raise EnsembleError(f"{path} is a prediction file of format {meta.get('format')}; "
                             f"this version reads format {FORMAT}: write it again by evaluating "
-                            "the trial's saved model (run_finetuning.py with the run's --hparams "
-                            'and "do_train": false)')
+                            "the trial's checkpoint (run_finetuning.py with the run's --hparams "
+                            'and "do_train": false; every trial keeps its checkpoint only with '
+                            '"keep_all_models", the default)')
     return Member(path, meta, arrays)
 
 

@@ -14,13 +14,14 @@ from electra_tf.finetuning import ensemble
 def test_trials_write_prediction_files_and_keep_best_trial_exports_the_best(finetuning_dir):
     """Every trial keeps its dev and test outputs (class probabilities with the example ids);
     keep_best_trial exports the trial with the best dev accuracy, reported beside the median
-    with its seed; the ensemble of the two files scores and writes GLUE's file."""
+    with its seed, and keep_all_models false keeps only the last trial's checkpoints; the
+    ensemble of the two files scores and writes GLUE's file."""
     import run_finetuning
     from electra_tf.finetuning import trainer
     from electra_tf.finetuning.config import from_hparams
 
     hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 1,
-               "num_trials": 3, "keep_best_trial": True, "write_test_outputs": True,
+               "num_trials": 2, "keep_best_trial": True, "write_test_outputs": True,
                "keep_all_models": False, "seed": 3}
     config = from_hparams("tiny", str(finetuning_dir), hparams)
     run_finetuning.run(config)
@@ -34,7 +35,11 @@ def test_trials_write_prediction_files_and_keep_best_trial_exports_the_best(fine
     text = (results / "sst_results.txt").read_text()
     assert f"(best: trial {best}, seed {3 + best - 1})" in text and "(median)" in text
 
-    exported = finetuning_dir / "models" / "tiny" / "finetuning_models" / "sst_best"
+    models = finetuning_dir / "models" / "tiny" / "finetuning_models"
+    # Beside the best trial's export, the last trial's checkpoints and the record of finished
+    # trials that a rerun resumes from.
+    assert sorted(p.name for p in models.iterdir()) == ["sst_best", "sst_model_2", "sst_run.json"]
+    exported = models / "sst_best"
     assert json.loads((exported / "best.json").read_text())["trial"] == best
     assert (exported / "saved_model" / "saved_model.pb").exists()
     # The exported weights are the best trial's: they score its dev accuracy again.
@@ -46,7 +51,7 @@ def test_trials_write_prediction_files_and_keep_best_trial_exports_the_best(fine
     assert trainer.evaluate(config, model, dev, tokenizer, 99)[0] == \
         summary["trials"][best - 1]["sst"]
 
-    paths = [str(results / f"sst_outputs_{trial}.npz") for trial in (1, 2, 3)]
+    paths = [str(results / f"sst_outputs_{trial}.npz") for trial in (1, 2)]
     members = [ensemble.read_member(path) for path in paths]
     for trial, member in enumerate(members, 1):
         assert set(member.splits) == {"sst:dev", "sst:test"}
@@ -59,9 +64,9 @@ def test_trials_write_prediction_files_and_keep_best_trial_exports_the_best(fine
             summary["trials"][trial - 1]["sst"]["accuracy"])
 
     out = finetuning_dir / "ensemble"
-    report = ensemble.run(paths, [0.5, 0.25, 0.25], str(out), {})
+    report = ensemble.run(paths, [0.75, 0.25], str(out), {})
     averaged = sum(w * m.outputs("sst:dev")["probabilities"].astype(np.float64)
-                   for w, m in zip((0.5, 0.25, 0.25), members))
+                   for w, m in zip((0.75, 0.25), members))
     split = report["tasks"]["sst"]["splits"]["sst"]
     assert split["ensemble"]["accuracy"] == pytest.approx(
         100.0 * np.mean(averaged.argmax(-1) == labels))

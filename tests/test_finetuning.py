@@ -300,12 +300,19 @@ SQUAD_HPARAMS = {**TINY_FINETUNING, "task_names": ["squad"], "max_seq_length": 9
                  "n_best_size": 5}
 
 
-def test_run_finetuning_end_to_end_on_squad_v2(finetuning_dir):
+def test_run_finetuning_end_to_end_on_squad_v2_mirrored_over_two_cpus_in_mixed_bfloat16(
+        finetuning_dir):
+    """The command line on SQuAD 2.0, with a strategy of two replicas and the bfloat16 policy:
+    each is a few lines of the run's set-up, and a fresh interpreter (as --num_cpu_devices
+    needs) costs seconds, so one run carries all three."""
     _squad_v2(finetuning_dir / "finetuning_data" / "squad")
-    hparams = {**SQUAD_HPARAMS, "num_train_epochs": 1, "write_test_outputs": True}
+    hparams = {**SQUAD_HPARAMS, "num_train_epochs": 1, "write_test_outputs": True,
+               "strategy": "mirrored", "jit_compile": False, "precision": "mixed_bfloat16"}
     result = run_script("run_finetuning.py", f"--data_dir={finetuning_dir}",
-                        "--model_name=tiny", f"--hparams={json.dumps(hparams)}")
+                        "--model_name=tiny", f"--hparams={json.dumps(hparams)}",
+                        "--num_cpu_devices=2")
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "step 4/4" in result.stdout and "loss nan" not in result.stdout
     model_dir = finetuning_dir / "models" / "tiny"
     # The config goes to its file, named in one line, not onto the console.
     assert f"config: {model_dir / 'results' / 'squad_config.json'}\n" in result.stdout
@@ -346,20 +353,6 @@ def test_squad_v1_fits_its_training_questions(finetuning_dir):
     assert results["squadv1"]["f1"] >= 80.0
 
 
-def test_mirrored_over_two_cpus_in_mixed_bfloat16(finetuning_dir):
-    """A strategy with two replicas and the bfloat16 policy, in one command: each is a few lines
-    of the run's set-up, and a fresh interpreter (as --num_cpu_devices needs) costs seconds."""
-    hparams = {**TINY_FINETUNING, "task_names": ["sst"], "num_train_epochs": 1,
-               "strategy": "mirrored", "jit_compile": False, "precision": "mixed_bfloat16"}
-    result = run_script("run_finetuning.py", f"--data_dir={finetuning_dir}", "--model_name=tiny",
-                        f"--hparams={json.dumps(hparams)}", "--num_cpu_devices=2")
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((finetuning_dir / "models" / "tiny" / "results" /
-                          "sst_results.json").read_text())
-    assert 0 <= summary["median"]["sst"]["accuracy"] <= 100
-    assert "step 20/20" in result.stdout and "loss nan" not in result.stdout
-
-
 def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
     """Several tasks train jointly (the original's multi-task mode): one encoder, a head per
     task, each example's loss from its own head; both are scored and the GLUE average is
@@ -375,8 +368,7 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
                    for i, (a, b) in enumerate(zip(pairs, pairs[1:] + pairs[:1])))
     for split in ("train", "dev"):
         (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + rows)
-    hparams = {**TINY_FINETUNING, "task_names": ["sst", "rte"], "num_train_epochs": 1,
-               "num_trials": 2, "keep_all_models": False}
+    hparams = {**TINY_FINETUNING, "task_names": ["sst", "rte"], "num_train_epochs": 1}
     config = from_hparams("tiny", str(finetuning_dir), hparams)
     assert config.num_train_epochs == 1.0 and config.layerwise_lr_decay == 0.8
     results = run_finetuning.run(config)
@@ -390,28 +382,26 @@ def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
     assert summary["baselines"] == {
         "sst": {"predicts": "majority class '0' of train", "accuracy": 50.0},
         "rte": {"predicts": "majority class 'entailment' of train", "accuracy": 50.0}}
-    # keep_all_models false: only the last trial's checkpoints stay (beside the record of
-    # finished trials that a rerun resumes from).
-    models = finetuning_dir / "models" / "tiny" / "finetuning_models"
-    assert sorted(p.name for p in models.iterdir()) == ["sst,rte_model_2", "sst,rte_run.json"]
     # An evaluation-only run deletes none of the checkpoints it evaluates, whatever
     # keep_all_models says (the original's would remove every trial's but the last).
-    shutil.copytree(models / "sst,rte_model_2", models / "sst,rte_model_1")
-    run_finetuning.run(from_hparams("tiny", str(finetuning_dir),
-                                    {**hparams, "do_train": False, "do_eval": True}))
+    models = finetuning_dir / "models" / "tiny" / "finetuning_models"
+    assert sorted(p.name for p in models.iterdir()) == ["sst,rte_model_1", "sst,rte_run.json"]
+    shutil.copytree(models / "sst,rte_model_1", models / "sst,rte_model_2")
+    run_finetuning.run(from_hparams("tiny", str(finetuning_dir), {
+        **hparams, "num_trials": 2, "keep_all_models": False, "do_train": False,
+        "do_eval": True}))
     assert sorted(p.name for p in models.iterdir()) == [
         "sst,rte_model_1", "sst,rte_model_2", "sst,rte_run.json"]
 
 
-def test_squad_from_tensorflow_datasets(finetuning_dir, tmp_path):
-    """"data_source": "tfds" reads squad/v2.0 (here through tfds' mock, fed the shared sample
-    and two unanswerable questions) into the official json, and trains and scores on it."""
-    import run_finetuning
+def _squad_in_tfds(tmp_path):
+    """tensorflow-datasets' mock serving squad/v2.0 as the shared sample and two unanswerable
+    questions (the _squad_v2 files, also returned: their dev.json's path)."""
     import tensorflow_datasets as tfds
-    from electra_tf.finetuning.config import from_hparams
 
     _squad_v2(tmp_path / "squad")
-    data = json.loads((tmp_path / "squad" / "dev.json").read_text())
+    path = tmp_path / "squad" / "dev.json"
+    data = json.loads(path.read_text())
     rows = [(p["context"], qa) for p in data["data"][0]["paragraphs"] for qa in p["qas"]]
 
     def as_dataset(builder, split, **kwargs):
@@ -429,9 +419,36 @@ def test_squad_from_tensorflow_datasets(finetuning_dir, tmp_path):
                 "answers": {"text": tf.TensorSpec([None], tf.string),
                             "answer_start": tf.TensorSpec([None], tf.int32)}})
 
+    mock = tfds.testing.mock_data(as_dataset_fn=as_dataset,
+                                  policy=tfds.testing.MockPolicy.USE_CODE)
+    return mock, str(path)
+
+
+def test_squad_from_tensorflow_datasets_reads_as_the_json_files(tmp_path):
+    """"data_source": "tfds" converts squad/v2.0 into the official json next to the model;
+    the questions read from it are the json files' own."""
+    from electra_tf.finetuning import qa, squad
+
+    mock, json_path = _squad_in_tfds(tmp_path)
+    config = finetuning_config.from_hparams("tiny", str(tmp_path), {
+        "task_names": ["squad"], "data_source": "tfds"})
+    with mock:
+        converted = [qa.TASKS[0].path(config, split) for split in ("train", "dev")]
+    assert converted[1] == str(tmp_path / "models" / "tiny" / "finetuning_data_tfds" / "squad" /
+                               "dev.json")
+    for is_training in (True, False):
+        assert squad.read_squad(converted[is_training is False], is_training, True) == \
+            squad.read_squad(json_path, is_training, True)
+
+
+@pytest.mark.slow
+def test_squad_from_tensorflow_datasets_trains_and_scores(finetuning_dir, tmp_path):
+    import run_finetuning
+    from electra_tf.finetuning.config import from_hparams
+
+    mock, _ = _squad_in_tfds(tmp_path)
     hparams = {**SQUAD_HPARAMS, "num_train_epochs": 1, "data_source": "tfds"}
-    with tfds.testing.mock_data(as_dataset_fn=as_dataset,
-                                policy=tfds.testing.MockPolicy.USE_CODE):
+    with mock:
         results = run_finetuning.run(from_hparams("tiny", str(finetuning_dir), hparams))
     assert results["squad"]["HasAns_total"] == 5 and results["squad"]["NoAns_total"] == 2
     converted = json.loads((finetuning_dir / "models" / "tiny" / "finetuning_data_tfds" /

@@ -136,7 +136,9 @@ def test_variants_train_one_step(hparams):
         assert model.generator.causal == "ltr" and model.generator_rtl.causal == "rtl"
         # Electric labels every replaced position fake.
         np.testing.assert_array_equal(out["disc_labels"].numpy(), out["replaced_mask"].numpy())
-        assert model.generator.embeddings is model.generator_rtl.embeddings
+        # Tied embeddings: both towers use the discriminator's.
+        assert model.generator.embeddings is model.generator_rtl.embeddings is \
+            model.encoder.embeddings
 
 
 def test_causal_towers_only_look_one_way():

@@ -433,11 +433,11 @@ def test_squad_from_tensorflow_datasets_reads_as_the_json_files(tmp_path):
     config = finetuning_config.from_hparams("tiny", str(tmp_path), {
         "task_names": ["squad"], "data_source": "tfds"})
     with mock:
-        converted = [qa.TASKS[0].path(config, split) for split in ("train", "dev")]
-    assert converted[1] == str(tmp_path / "models" / "tiny" / "finetuning_data_tfds" / "squad" /
-                               "dev.json")
-    for is_training in (True, False):
-        assert squad.read_squad(converted[is_training is False], is_training, True) == \
+        converted = {split: qa.TASKS[0].path(config, split) for split in ("train", "dev")}
+    assert converted["dev"] == str(tmp_path / "models" / "tiny" / "finetuning_data_tfds" /
+                                   "squad" / "dev.json")
+    for split, is_training in (("train", True), ("dev", False)):
+        assert squad.read_squad(converted[split], is_training, True) == \
             squad.read_squad(json_path, is_training, True)
 
 

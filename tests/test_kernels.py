@@ -119,9 +119,8 @@ def test_auto_is_fused_on_cpus_and_reference_on_accelerators():
         modeling.use_fused_kernels("xla")
 
 
-# The fused path is every default run's on CPUs (test_pretrain_data's built records train a
-# step on it, and the fine-tuning tests train on it), so only the reference path's runs here by
-# default.
+# On CPUs every default test that trains takes the fused path (test_pretrain_data's built
+# records check a step on it), so by default only the reference path's step runs here.
 @pytest.mark.parametrize("kernels", [pytest.param("fused", marks=pytest.mark.slow), "reference"])
 def test_a_pretraining_step_trains_on_each_path(kernels):
     config = tiny_config(kernels=kernels)

@@ -150,6 +150,11 @@ def data_dir(tmp_path: pathlib.Path) -> pathlib.Path:
     return tmp_path
 
 
+def share_changed(before: list[np.ndarray], variables) -> float:
+    """The share of `variables` whose values differ from `before`, copies taken earlier."""
+    return float(np.mean([not np.array_equal(b, v.numpy()) for b, v in zip(before, variables)]))
+
+
 def tiny_config(data_dir: str | os.PathLike = "/nonexistent", **hparams):
     from electra_tf import config
     return config.from_hparams("tiny", str(data_dir), {**TINY_MODEL, **hparams})

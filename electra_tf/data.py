@@ -21,6 +21,8 @@ from electra_tf import tokenization
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # What pretrain_data/build_pretraining_dataset.py writes beside its shards, with its vocabulary.
 BUILD_SUMMARY = "build_summary.json"
+# While the builder moves a complete build into place, its summary waits here (then last).
+PUBLISHING_SUMMARY = os.path.join("incomplete", BUILD_SUMMARY)
 _ID_RECORDS_PER_FILE = 16  # the first records of each file whose largest token id is checked
 
 
@@ -47,16 +49,24 @@ def _first_records(files: list[str]) -> dict[str, bytes]:
 
 def check_files(patterns: str, max_seq_length: int) -> list[str]:
     """The files to read: those matching `patterns` that hold examples. Fails naming the
-    pattern or file when there is nothing to read, when a file's first record cannot be read
-    (a foreign or damaged file), or when it does not have the three features at
-    max_seq_length. An empty file is left out, as the original's reader passes over it (the
-    builder writes one when a worker has fewer examples than shards). Damage further into a
-    file is found when training reads it (find_unreadable)."""
+    pattern or file when there is nothing to read, when the builder's move of a build into a
+    directory was interrupted, when a file's first record cannot be read (a foreign or damaged
+    file), or when it does not have the three features at max_seq_length. An empty file is
+    left out, as the original's reader passes over it (the builder writes one when a worker
+    has fewer examples than shards). Damage further into a file is found when training reads
+    it (find_unreadable)."""
     files = list_files(patterns)
     if not files:
         raise InputError(f"no TFRecords match {patterns!r}; build them with "
                          "pretrain_data/build_pretraining_dataset.py into "
                          "DATA_DIR/pretrain_tfrecords/ or set the pretrain_tfrecords hparam")
+    for directory in sorted({os.path.dirname(path) for path in files}):
+        if tf.io.gfile.exists(os.path.join(directory, PUBLISHING_SUMMARY)):
+            raise InputError(
+                f"{directory} holds a build whose move into place was interrupted (its "
+                f"{PUBLISHING_SUMMARY} is still there): rerun "
+                "pretrain_data/build_pretraining_dataset.py with the same --output_dir, which "
+                "finishes the move first")
     first = _first_records(files)
     for path in files:
         if path not in first:  # the parallel pass skipped it: read it alone for the error
@@ -89,7 +99,7 @@ def check_files(patterns: str, max_seq_length: int) -> list[str]:
     return [path for path in files if path in first]
 
 
-def _read_summary(path: str) -> dict | None:
+def read_build_summary(path: str) -> dict | None:
     """A builder's summary; None when there is none or it cannot be read (the ids are still
     checked)."""
     try:
@@ -122,7 +132,7 @@ def check_vocabulary(files: list[str], vocab_file: str) -> None:
            f"{vocab_file}, or set the vocab_file hparam to the vocabulary they were built with")
     for directory in sorted({os.path.dirname(path) for path in files}):
         path = os.path.join(directory, BUILD_SUMMARY)
-        summary = _read_summary(path)
+        summary = read_build_summary(path)
         if summary is None:
             continue
         theirs = summary.get("vocab_fingerprint")

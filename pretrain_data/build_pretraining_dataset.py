@@ -19,7 +19,7 @@ deterministic for a given --seed, --num_processes and input. Shards are written 
 when every worker has finished; workers end with the process that started them, and the next
 build removes what an interrupted one left. The shards of an earlier build in --output_dir are
 replaced only with --overwrite. A summary is printed and written to build_summary.json next to
-the shards.
+the shards; it is moved there last, and the next build finishes a move that a crash interrupted.
 """
 
 from __future__ import annotations
@@ -604,14 +604,19 @@ def _remove_if_empty(directory: str) -> None:
 
 
 def _prepare_output_dir(output_dir: str, num_out_files: int, overwrite: bool) -> list[str]:
-    """Readies output_dir/incomplete/ (removing the shards an interrupted build left there) and
-    returns the shards of an earlier build that this one will not replace, to remove when it
-    is complete. Fails when output_dir holds an earlier build's shards and not `overwrite`, or
-    other files that the input pattern would read with ours."""
+    """Readies output_dir/incomplete/ (finishing the publish of a complete build that a crash
+    interrupted, removing the shards of an interrupted build) and returns the shards of an
+    earlier build that this one will not replace, to remove when it is complete. Fails when
+    output_dir holds an earlier build's shards and not `overwrite`, or other files that the
+    input pattern would read with ours."""
     import tensorflow as tf
 
     temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
     tf.io.gfile.makedirs(output_dir)
+    finished = _finish_interrupted_publish(output_dir)
+    if finished:
+        logging.warning("finished publishing the complete build of %d shards whose move into %s "
+                        "was interrupted", finished, output_dir)
     names = tf.io.gfile.listdir(output_dir)
     leftovers = [os.path.join(output_dir, name) for name in names
                  if name.endswith(".incomplete") and _SHARD.fullmatch(name[:-11])]
@@ -643,20 +648,50 @@ def _prepare_output_dir(output_dir: str, num_out_files: int, overwrite: bool) ->
 
 
 def _publish(output_dir: str, num_out_files: int, stale: list[str]) -> None:
-    """Moves the complete shards from output_dir/incomplete/ into output_dir, in place of an
-    earlier build's."""
+    """Moves a complete build, its summary already written into output_dir/incomplete/, into
+    output_dir in place of an earlier build's shards (`stale`: those it does not replace).
+
+    The summary moves last: while it is in incomplete/ the directory is being published (a
+    reader refuses it, and the next build finishes the move: _finish_interrupted_publish);
+    once it is beside the shards they are all in place. Every step can be repeated: on gs://,
+    where a rename is a copy and a delete, a crash between the two leaves a shard in both
+    places."""
     import tensorflow as tf
 
-    _remove([os.path.join(output_dir, "build_summary.json"), *stale])
+    from electra_tf.data import BUILD_SUMMARY, PUBLISHING_SUMMARY
+
+    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
+    _remove([os.path.join(output_dir, BUILD_SUMMARY)])
+    for i in range(num_out_files):
+        name = shard_name(i, num_out_files)
+        if tf.io.gfile.exists(os.path.join(temp_dir, name)):  # else moved before a crash
+            tf.io.gfile.rename(os.path.join(temp_dir, name), os.path.join(output_dir, name),
+                               overwrite=True)
+    _remove(stale)
     if stale:
         logging.warning("removed the %d shards of the earlier build in %s (e.g. %s)", len(stale),
                         output_dir, os.path.basename(stale[0]))
-    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
-    for i in range(num_out_files):
-        name = shard_name(i, num_out_files)
-        tf.io.gfile.rename(os.path.join(temp_dir, name), os.path.join(output_dir, name),
-                           overwrite=True)
+    tf.io.gfile.rename(os.path.join(output_dir, PUBLISHING_SUMMARY),
+                       os.path.join(output_dir, BUILD_SUMMARY), overwrite=True)
     _remove_if_empty(temp_dir)
+
+
+def _finish_interrupted_publish(output_dir: str) -> int:
+    """Completes the move of a complete build that a crash interrupted (its summary still in
+    incomplete/); returns its number of shards, 0 when there was none."""
+    import tensorflow as tf
+
+    from electra_tf.data import PUBLISHING_SUMMARY, read_build_summary
+
+    summary = read_build_summary(os.path.join(output_dir, PUBLISHING_SUMMARY))
+    if summary is None:
+        return 0
+    num_out_files = summary["num_out_files"]
+    ours = {shard_name(i, num_out_files) for i in range(num_out_files)}
+    stale = [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
+             if _SHARD.fullmatch(name) and name not in ours]
+    _publish(output_dir, num_out_files, stale)
+    return num_out_files
 
 
 def _discard(output_dir: str, num_out_files: int) -> None:
@@ -720,7 +755,8 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
     None: default_num_out_files."""
     import tensorflow as tf
 
-    from electra_tf import tokenization
+    from electra_tf import data, tokenization
+    from electra_tf.files import write_atomically
 
     tokens = tokenization.read_vocab(vocab_file)
     tokenization.check_vocab(tokens, vocab_file)  # before any worker
@@ -773,7 +809,6 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
         where = source.get("name") or corpus_dir or "the input"
         raise ValueError(f"{where}: no text to build examples from"
                          + (f" ({len(skipped)} files skipped)" if skipped else ""))
-    _publish(output_dir, num_out_files, stale)
     elapsed = time.time() - start
     dropped_share = total.dropped_tokens / max(total.text_tokens, 1)
     summary = {**dataclasses.asdict(total), "skipped_files": skipped,
@@ -790,8 +825,9 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
                "vocab_fingerprint": tokenization.vocab_fingerprint(tokens), "seed": seed,
                "do_lower_case": do_lower_case, "do_strip_accents": do_strip_accents,
                "max_line_chars": max_line_chars}
-    with tf.io.gfile.GFile(os.path.join(output_dir, "build_summary.json"), "w") as f:
-        f.write(json.dumps(summary, indent=2))
+    write_atomically(os.path.join(output_dir, data.PUBLISHING_SUMMARY),
+                     json.dumps(summary, indent=2))
+    _publish(output_dir, num_out_files, stale)
     if skipped:
         logging.warning("skipped the rest of %d unreadable or non-UTF-8 files (listed in "
                         "build_summary.json); --strict fails on them instead", len(skipped))

@@ -250,6 +250,45 @@ def test_rebuilding_into_a_folder_of_ours_needs_overwrite(tmp_path, caplog):
     assert len(_examples(_shards(out), 64)) == summary["examples"]
 
 
+def test_a_crash_while_moving_a_build_into_place_is_refused_then_finished(tmp_path, caplog):
+    """A rebuild that dies after moving one of its shards into place: pretraining refuses the
+    mix of old and new shards, and the next build finishes the move (the same bytes as a build
+    that was not interrupted) before it decides anything else."""
+    assert data.PUBLISHING_SUMMARY == os.path.join(builder.INCOMPLETE_DIR, data.BUILD_SUMMARY)
+    clean = _build(SAMPLE / "corpus", tmp_path / "clean", num_out_files=2)
+    expected = {path.name: path.read_bytes() for path in (tmp_path / "clean").glob("pretrain_*")}
+    out = tmp_path / "out"
+    _build(SAMPLE / "corpus", out, num_out_files=3)
+    rename = tf.io.gfile.rename
+    moves = []
+
+    def rename_then_crash(source, target, overwrite=False):
+        if pathlib.Path(target).parent == out and "tfrecord" in target:  # a shard into place
+            if moves:
+                raise OSError("the machine went away")
+            moves.append(target)
+        rename(source, target, overwrite=overwrite)
+
+    with unittest.mock.patch.object(tf.io.gfile, "rename", rename_then_crash), \
+            pytest.raises(OSError, match="went away"):
+        _build(SAMPLE / "corpus", out, num_out_files=2, overwrite=True)
+    assert len(moves) == 1 and len(_shards(out)) == 4  # 3 old (one overwritten) + 1 new
+    assert not (out / data.BUILD_SUMMARY).exists()
+    with pytest.raises(data.InputError, match=rf"{out} holds a build whose move into place was "
+                       r"interrupted .* rerun pretrain_data/build_pretraining_dataset.py"):
+        data.check_files(str(out / "pretrain_data.tfrecord*"), 64)
+
+    with pytest.raises(ValueError, match="already holds 2 shards of an earlier build"):
+        _build(SAMPLE / "corpus", out, num_out_files=2)  # the same command, without --overwrite
+    assert "finished publishing the complete build of 2 shards" in caplog.text
+    assert sorted(path.name for path in out.iterdir()) == [
+        "build_summary.json", "pretrain_data.tfrecord-0-of-2", "pretrain_data.tfrecord-1-of-2"]
+    assert {name: (out / name).read_bytes() for name in expected} == expected
+    summary = json.loads((out / data.BUILD_SUMMARY).read_text())
+    assert (summary["num_out_files"], summary["examples"]) == (2, clean["examples"])
+    assert len(data.check_files(str(out / "pretrain_data.tfrecord*"), 64)) == 2
+
+
 def _corpus_with_a_fifo(tmp_path) -> pathlib.Path:
     """A file for worker 0 and, for worker 1, a named pipe that nothing writes: worker 1 opens
     its shards (1 and 3) and waits on it until killed."""

@@ -306,7 +306,7 @@ class PretrainingMetrics:
     keep their own token (15% of them, `masking.REPLACE_WITH_MASK_PROB`), so a model that
     copies those and reads no context scores well above the unigram distribution's top-1 share
     there; at [MASK] it scores that share, and above it only by reading its context
-    (docs/reproduction.md, "What the plateau is"). With replacements:
+    (docs/trunk_pilots.md, "What the plateau is"). With replacements:
     sampled_masked_lm_accuracy (the original's) and replaced_fraction (the share of masked
     positions whose token really changed). Then the objective's own (objectives.py: the
     original's disc_loss, disc_accuracy, disc_precision, disc_recall and disc_auc for the

@@ -23,7 +23,7 @@ PRETRAIN_SEED = 1
 # (the objective, the hparams that differ from the budget's).
 # ELECTRA and Table 5's objectives with a generator half the discriminator's width (the
 # paper's Figure 3 tries 1/4 to 1): the wide ladder's 1/4 generator stays at the no-context
-# level (docs/reproduction.md, "Why ELECTRA's generator did not learn").
+# level (docs/trunk_pilots.md, "The generator pilot").
 HALF_GENERATOR = {"generator_hidden_size": 0.5}
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     f"{objective}_half": (objective, HALF_GENERATOR)

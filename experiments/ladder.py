@@ -178,8 +178,8 @@ WIDE_WARMUP_STEPS = 500
 # step 4,000 where kept): its rungs in BERT's steps, ELECTRA at BERT's FLOPs with the paper's
 # generator of 1/4 and with one of 1/2, and the Table 5 objectives at the steps of ELECTRA with
 # either generator, where BERT's first rung showed transfer (docs/reproduction.md, "The wide
-# ladder", "ELECTRA on the wide ladder", "Why ELECTRA's generator did not learn" and "Table 5
-# on the wide ladder": which generator Table 5 takes is decided by the 1/2 generator's rung 1).
+# ladder", "ELECTRA on the wide ladder", "ELECTRA with a 1/2 generator" and "Table 5 at
+# ELECTRA's steps": which generator Table 5 takes is decided by the 1/2 generator's rung 1).
 LADDERS["mixed_wide"] = dataclasses.replace(
     LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
                                                  learning_rate=WIDE_LEARNING_RATE),

@@ -42,7 +42,7 @@ import efficiency_plan  # noqa: E402
 import report  # noqa: E402
 from efficiency import log, read_json, write_json  # noqa: E402
 
-DEFAULT_RUNS = ("1e-3:4000", "3e-3:800")  # docs/reproduction.md's runs
+DEFAULT_RUNS = ("1e-3:4000", "3e-3:800")  # docs/efficiency_miniature.md's runs
 # The TensorBoard scalars kept from each run: the probe's and the pretraining health's.
 TAGS = ("masked_lm_loss", "disc_auc")
 

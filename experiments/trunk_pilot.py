@@ -10,7 +10,7 @@ unigram level after gradient-norm jumps of 13-23x; ELECTRA's discriminator stays
 0.51-0.55. A pilot trains both objectives' trunks (the ladder's data and seed; a linear
 warmup, then a constant learning rate) for --steps steps at every setting of one of PILOTS,
 two runs side by side on one core each, and applies the rule written before it ran
-(docs/reproduction.md, "The trunk pilot"). The `rates` pilot tries two rates at the ladder's
+(docs/trunk_pilots.md, "The trunk pilot"). The `rates` pilot tries two rates at the ladder's
 model and batch; the `wide` pilot, the next step when none learned, a model and batch towards
 ELECTRA-Small's; the `generator` pilot, BERT alone at the shape of the wide ELECTRA's generator
 (which did not learn beside its discriminator), to tell its width from its joint training:
@@ -241,7 +241,7 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
         f"{LEARNS:g} (for ELECTRA its generator's); *at [MASK]*: the same over the masked "
         "positions shown as [MASK] alone ('-' where a run did not log it). "
         "The rule: "
-        "docs/reproduction.md, \"The trunk pilot\". The no-context rows (the ladder's "
+        "docs/trunk_pilots.md, \"The trunk pilot\". The no-context rows (the ladder's "
         "baseline.jsonl) are two masked LMs that read no context: the unigram distribution at "
         "every masked position, and what such a model scores in these training metrics, "
         "where 15% of the masked positions show their own token and it copies them. A trunk "

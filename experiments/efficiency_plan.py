@@ -28,15 +28,24 @@ HALF_GENERATOR = {"generator_hidden_size": 0.5}
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     f"{objective}_half": (objective, HALF_GENERATOR)
     for objective in ("electra", *TABLE5_OBJECTIVES)}
+# Replace MLM and ELECTRA with each other's loss weight (docs/reproduction.md, "The weighting
+# confound"): the weight decides how much of the shared embeddings' gradient, and of what the
+# global-norm clipping leaves, goes to the generator.
+WEIGHT_SWAPPED = {"replace_mlm_w50": ("replace_mlm", {"disc_weight": 50.0}),
+                  "electra_w1": ("electra", {"disc_weight": 1.0})}
+VARIANTS.update(WEIGHT_SWAPPED)
 # Table 5's objectives (and their variants), each climbed at the steps of the ELECTRA recipe
 # with the same generator and compared with it there, as the paper compares them.
 TABLE5_REFERENCE = {**{objective: "electra" for objective in TABLE5_OBJECTIVES},
-                    **{f"{objective}_half": "electra_half" for objective in TABLE5_OBJECTIVES}}
+                    **{f"{objective}_half": "electra_half" for objective in TABLE5_OBJECTIVES},
+                    "replace_mlm_w50": "electra"}
 # How reports name each objective and variant.
 NAMES = {"electra": "ELECTRA", "electra_15": "ELECTRA 15%", "replace_mlm": "Replace MLM",
          "all_tokens_mlm": "All-Tokens MLM", "mlm": "BERT (MLM)"}
 NAMES.update({name: f"{NAMES[objective]}, generator 1/2" for name, (objective, _) in
-              VARIANTS.items()})
+              VARIANTS.items() if name.endswith("_half")})
+NAMES.update({name: f"{NAMES[objective]}, disc_weight {changed['disc_weight']:g}"
+              for name, (objective, changed) in WEIGHT_SWAPPED.items()})
 
 
 @dataclasses.dataclass(frozen=True)

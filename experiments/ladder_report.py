@@ -60,7 +60,8 @@ NAMES = {**efficiency_plan.NAMES, NONE: "no pretraining"}
 # Each objective's colour on the curves; the tables' and legends' order.
 COLORS = {"electra": "tab:blue", "electra_half": "tab:green", "electra_15": "tab:purple",
           "replace_mlm": "tab:brown", "all_tokens_mlm": "tab:pink", "electra_15_half": "tab:red",
-          "replace_mlm_half": "tab:olive", "all_tokens_mlm_half": "tab:cyan", BERT: "tab:orange"}
+          "replace_mlm_half": "tab:olive", "all_tokens_mlm_half": "tab:cyan",
+          "electra_w1": "tab:gray", "replace_mlm_w50": "gold", BERT: "tab:orange"}
 # The report's tables: (task, metric) in this order, those with records.
 SHOWN = (("pos", "unseen_accuracy"), ("pos", "accuracy"), ("sst", "accuracy"))
 

@@ -1070,7 +1070,35 @@ def test_the_full_ladder_writes_its_records_into_the_repository():
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide", "--objectives",
                               "electra"]).objectives == ("electra",)
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide"]).objectives == (
-        "mlm", "electra", "electra_half", "electra_15", "replace_mlm", "all_tokens_mlm",
-        "electra_15_half", "replace_mlm_half", "all_tokens_mlm_half")
+        "mlm", "electra", "electra_half", "electra_w1", "electra_15", "replace_mlm",
+        "all_tokens_mlm", "electra_15_half", "replace_mlm_half", "all_tokens_mlm_half",
+        "replace_mlm_w50")
     assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
         "x/results")
+
+
+def test_the_weight_swapped_variants_climb_as_electra_and_replace_mlm_with_one_hparam_changed(
+        tmp_path):
+    """The weighting confound's two runs: ELECTRA at disc_weight 1 at ELECTRA's FLOPs, and
+    Replace MLM at disc_weight 50 at ELECTRA's steps, every other hparam their objective's."""
+    from electra_tf import config
+
+    wide = ladder.LADDERS["mixed_wide"]
+    (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(8000)) + "\n")
+    climbs = {c.objective: c for c in ladder.plan(wide, str(tmp_path))}
+    for variant, objective, weight in [("electra_w1", "electra", 1.0),
+                                       ("replace_mlm_w50", "replace_mlm", 50.0)]:
+        climb, recipe = climbs[variant], climbs[objective]
+        assert [(r.steps, r.fork) for r in climb.rungs] == [
+            (r.steps, r.fork) for r in climbs["electra"].rungs]
+        assert climb.trunk == f"pilot_wide_{variant}_lr0.0005_w500"
+        hparams = ladder.pretraining_hparams(wide, climb, 1000, 0)
+        built = config.from_hparams("h", str(tmp_path), hparams)
+        assert (built.objective, built.disc_weight) == (objective, weight)
+        default = config.from_hparams(
+            "h", str(tmp_path), ladder.pretraining_hparams(wide, recipe, 1000, 0)).disc_weight
+        assert default == 50.0 / weight  # each takes the other's
+        assert {k: v for k, v in hparams.items() if k != "disc_weight"} == \
+            ladder.pretraining_hparams(wide, recipe, 1000, 0)
+    assert efficiency_plan.TABLE5_REFERENCE["replace_mlm_w50"] == "electra"
+    assert efficiency_plan.NAMES["electra_w1"] == "ELECTRA, disc_weight 1"

@@ -65,8 +65,9 @@ def check_files(patterns: str, max_seq_length: int) -> list[str]:
             raise InputError(
                 f"{directory} holds a build whose move into place was interrupted (its "
                 f"{PUBLISHING_SUMMARY} is still there): rerun "
-                "pretrain_data/build_pretraining_dataset.py with the same --output_dir, which "
-                "finishes the move first")
+                "pretrain_data/build_pretraining_dataset.py with the same --output_dir and "
+                "without --overwrite, which finishes the move and then stops, the directory "
+                "holding a complete build")
     first = _first_records(files)
     for path in files:
         if path not in first:  # the parallel pass skipped it: read it alone for the error

@@ -21,10 +21,10 @@ unseen in its training sentences (`unseen_accuracy`):
   has a higher median than no pretraining and a two-sided Mann-Whitney U test over their seeds
   gives p < 0.05;
 - "ELECTRA beats BERT at B" when ELECTRA's median is higher than BERT's with p < 0.05. A
-  variant of ELECTRA the ladder climbs (a generator of 1/2) is compared with BERT and with
-  ELECTRA the same way, and is not among the objectives the first verdict chooses from; the
-  Table 5 objectives, climbed at the steps of the ELECTRA recipe with their generator
-  (electra or electra_half), are compared with it there.
+  variant of ELECTRA the ladder climbs (a generator of 1/2, a loss weight of 1) is compared
+  with BERT and with ELECTRA the same way, and is not among the objectives the first verdict
+  chooses from; the Table 5 objectives and their variants, climbed at the steps of the ELECTRA
+  recipe with their generator (electra or electra_half), are compared with it there.
 With 5 seeds a side the smallest possible p is 0.008; with 3, 0.1 (never a verdict).
 """
 
@@ -474,8 +474,8 @@ def plot_curves(curves: Sequence[Curve], path: str) -> None:
             y = [s.median for s in points]
             low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
             high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
-            # A variant (another generator) is drawn hollow and larger, so that it does not
-            # hide its recipe's point when the two score alike.
+            # A variant (another generator or loss weight) is drawn hollow and larger, so
+            # that it does not hide its recipe's point when the two score alike.
             variant = objective in efficiency_plan.VARIANTS
             ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker=marker,
                         linestyle=linestyle, capsize=3, color=COLORS.get(objective),

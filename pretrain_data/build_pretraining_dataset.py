@@ -611,6 +611,8 @@ def _prepare_output_dir(output_dir: str, num_out_files: int, overwrite: bool) ->
     input pattern would read with ours."""
     import tensorflow as tf
 
+    from electra_tf import data
+
     temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
     tf.io.gfile.makedirs(output_dir)
     finished = _finish_interrupted_publish(output_dir)
@@ -621,10 +623,11 @@ def _prepare_output_dir(output_dir: str, num_out_files: int, overwrite: bool) ->
     leftovers = [os.path.join(output_dir, name) for name in names
                  if name.endswith(".incomplete") and _SHARD.fullmatch(name[:-11])]
     if tf.io.gfile.isdir(temp_dir):
+        # A kill inside write_atomically leaves the summary's temporary file.
         leftovers += [os.path.join(temp_dir, name) for name in tf.io.gfile.listdir(temp_dir)
-                      if _SHARD.fullmatch(name)]
+                      if _SHARD.fullmatch(name) or name.startswith(data.BUILD_SUMMARY + ".tmp-")]
     if leftovers:
-        logging.warning("removing %d incomplete shards that an interrupted build left (e.g. %s)",
+        logging.warning("removing %d incomplete files that an interrupted build left (e.g. %s)",
                         len(leftovers), leftovers[0])
         _remove(leftovers)
         _remove_if_empty(temp_dir)
@@ -667,6 +670,13 @@ def _publish(output_dir: str, num_out_files: int, stale: list[str]) -> None:
         if tf.io.gfile.exists(os.path.join(temp_dir, name)):  # else moved before a crash
             tf.io.gfile.rename(os.path.join(temp_dir, name), os.path.join(output_dir, name),
                                overwrite=True)
+    missing = [shard_name(i, num_out_files) for i in range(num_out_files)
+               if not tf.io.gfile.exists(os.path.join(output_dir, shard_name(i, num_out_files)))]
+    if missing:
+        raise ValueError(f"{output_dir}: the build being moved into place lacks {len(missing)} "
+                         f"of its {num_out_files} shards (e.g. {missing[0]}), in "
+                         f"{INCOMPLETE_DIR}/ and out of it; remove {PUBLISHING_SUMMARY} and "
+                         "build again")
     _remove(stale)
     if stale:
         logging.warning("removed the %d shards of the earlier build in %s (e.g. %s)", len(stale),
@@ -683,9 +693,13 @@ def _finish_interrupted_publish(output_dir: str) -> int:
 
     from electra_tf.data import PUBLISHING_SUMMARY, read_build_summary
 
-    summary = read_build_summary(os.path.join(output_dir, PUBLISHING_SUMMARY))
-    if summary is None:
+    path = os.path.join(output_dir, PUBLISHING_SUMMARY)
+    if not tf.io.gfile.exists(path):
         return 0
+    summary = read_build_summary(path)
+    if not isinstance((summary or {}).get("num_out_files"), int):
+        raise ValueError(f"{path} says a build is being moved into place but cannot be read "
+                         "(its shards are not known); remove it and build again")
     num_out_files = summary["num_out_files"]
     ours = {shard_name(i, num_out_files) for i in range(num_out_files)}
     stale = [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
@@ -776,7 +790,7 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
     if max_line_chars < PIECE_CHARS:
         raise ValueError(f"--max_line_chars {max_line_chars} must be at least {PIECE_CHARS}, the "
                          "length of the pieces a longer line is split into")
-    stale = _prepare_output_dir(output_dir, num_out_files, overwrite)  # nothing fails after
+    stale = _prepare_output_dir(output_dir, num_out_files, overwrite)  # after every check
     args = dict(vocab_file=vocab_file, output_dir=output_dir, max_seq_length=max_seq_length,
                 blanks_separate_docs=blanks_separate_docs, do_lower_case=do_lower_case,
                 do_strip_accents=do_strip_accents, num_out_files=num_out_files, seed=seed,
@@ -825,8 +839,12 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
                "vocab_fingerprint": tokenization.vocab_fingerprint(tokens), "seed": seed,
                "do_lower_case": do_lower_case, "do_strip_accents": do_strip_accents,
                "max_line_chars": max_line_chars}
-    write_atomically(os.path.join(output_dir, data.PUBLISHING_SUMMARY),
-                     json.dumps(summary, indent=2))
+    try:
+        write_atomically(os.path.join(output_dir, data.PUBLISHING_SUMMARY),
+                         json.dumps(summary, indent=2))
+    except BaseException:
+        _discard(output_dir, num_out_files)
+        raise
     _publish(output_dir, num_out_files, stale)
     if skipped:
         logging.warning("skipped the rest of %d unreadable or non-UTF-8 files (listed in "

@@ -1102,3 +1102,20 @@ def test_the_weight_swapped_variants_climb_as_electra_and_replace_mlm_with_one_h
             ladder.pretraining_hparams(wide, recipe, 1000, 0)
     assert efficiency_plan.TABLE5_REFERENCE["replace_mlm_w50"] == "electra"
     assert efficiency_plan.NAMES["electra_w1"] == "ELECTRA, disc_weight 1"
+
+
+def test_the_weight_swapped_variants_are_judged_against_electra(tmp_path):
+    # ELECTRA at loss weight 1 at ELECTRA's budget-1 FLOPs (ahead of it beyond the noise), and
+    # Replace MLM at loss weight 50 at ELECTRA's 10 steps (level with it).
+    _, scores = _hand_made_and(
+        tmp_path, _runs("electra_w1", 10, 1e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
+        + _runs("replace_mlm_w50", 10, 1.02e13, 1e-3, [31] * 5, [30, 32, 31, 33, 35]))
+    first = ladder_report.verdicts(scores)[0]
+    assert "replace_mlm_w50" not in first.models  # at ELECTRA's steps, not in the rule's table
+    assert first.against_electra["electra_w1"].verdict == "ELECTRA, disc_weight 1"
+    assert first.against_bert["electra_w1"].verdict == "ELECTRA, disc_weight 1"
+    assert "| ELECTRA, disc_weight 1 against ELECTRA (p) |" in \
+        ladder_report.verdict_table([first]).splitlines()[0]
+    row, = [r for r in ladder_report.table5(scores) if r.reference == "electra"]
+    assert (row.steps, set(row.models)) == (10, {"replace_mlm_w50"})
+    assert row.against_reference["replace_mlm_w50"].verdict == "no difference"

@@ -272,10 +272,11 @@ def test_a_crash_while_moving_a_build_into_place_is_refused_then_finished(tmp_pa
     with unittest.mock.patch.object(tf.io.gfile, "rename", rename_then_crash), \
             pytest.raises(OSError, match="went away"):
         _build(SAMPLE / "corpus", out, num_out_files=2, overwrite=True)
-    assert len(moves) == 1 and len(_shards(out)) == 4  # 3 old (one overwritten) + 1 new
+    assert len(moves) == 1 and len(_shards(out)) == 4  # the 3 old and 1 new
     assert not (out / data.BUILD_SUMMARY).exists()
     with pytest.raises(data.InputError, match=rf"{out} holds a build whose move into place was "
-                       r"interrupted .* rerun pretrain_data/build_pretraining_dataset.py"):
+                       r"interrupted .* rerun pretrain_data/build_pretraining_dataset.py .* "
+                       r"without --overwrite"):
         data.check_files(str(out / "pretrain_data.tfrecord*"), 64)
 
     with pytest.raises(ValueError, match="already holds 2 shards of an earlier build"):
@@ -287,6 +288,21 @@ def test_a_crash_while_moving_a_build_into_place_is_refused_then_finished(tmp_pa
     summary = json.loads((out / data.BUILD_SUMMARY).read_text())
     assert (summary["num_out_files"], summary["examples"]) == (2, clean["examples"])
     assert len(data.check_files(str(out / "pretrain_data.tfrecord*"), 64)) == 2
+
+
+def test_what_a_kill_leaves_of_the_summary_is_removed_or_named(tmp_path, caplog):
+    out = tmp_path / "out"
+    (out / builder.INCOMPLETE_DIR).mkdir(parents=True)
+    (out / builder.INCOMPLETE_DIR / (data.BUILD_SUMMARY + ".tmp-0123456789ab")).write_text("{")
+    _build(SAMPLE / "corpus", out, num_out_files=2)  # killed inside write_atomically: removed
+    assert "removing 1 incomplete files that an interrupted build left" in caplog.text
+    assert not (out / builder.INCOMPLETE_DIR).exists()
+    (out / builder.INCOMPLETE_DIR).mkdir()
+    (out / data.PUBLISHING_SUMMARY).write_text("not json")
+    with pytest.raises(ValueError, match=r"incomplete/build_summary.json says a build is being "
+                       r"moved into place but cannot be read"):
+        _build(SAMPLE / "corpus", out, num_out_files=2, overwrite=True)
+    assert len(_shards(out)) == 2  # the complete build is left alone
 
 
 def _corpus_with_a_fifo(tmp_path) -> pathlib.Path:
@@ -347,7 +363,7 @@ def test_killing_the_build_leaves_no_worker_and_no_shard_the_pattern_reads(tmp_p
         os.killpg(build.pid, signal.SIGKILL)
     assert tf.io.gfile.glob(str(out / "pretrain_data.tfrecord*")) == []
     _build(SAMPLE / "corpus", out, num_out_files=3)
-    assert "removing 4 incomplete shards that an interrupted build left" in caplog.text
+    assert "removing 4 incomplete files that an interrupted build left" in caplog.text
     assert sorted(path.name for path in out.iterdir()) == ["build_summary.json"] + [
         f"pretrain_data.tfrecord-{i}-of-3" for i in range(3)]
 

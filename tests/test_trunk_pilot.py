@@ -172,9 +172,8 @@ def test_the_wide_ladders_trunks_are_the_wide_pilots_runs(tmp_path, monkeypatch)
     climbs = ladder.plan(wide, str(tmp_path))
     pilots = trunk_pilot.jobs(ladder.LADDERS["mixed"], trunk_pilot.PILOTS["wide"],
                               str(tmp_path))
-    assert [c.objective for c in climbs] == ["mlm", "electra", "electra_half", "electra_15",
-                                             "replace_mlm", "all_tokens_mlm", "electra_15_half",
-                                             "replace_mlm_half", "all_tokens_mlm_half"]
+    assert [c.objective for c in climbs][:2] == ["mlm", "electra"]  # the rungs in BERT's steps
+    assert [c.objective for c in climbs] == list(wide.objectives)
     for trunk in climbs[:2]:
         setting, pilot = next(job for job in pilots if job[1].objective == trunk.objective)
         assert trunk.trunk == trunk_pilot.model_name(trunk_pilot.PILOTS["wide"], trunk.objective,

@@ -322,6 +322,12 @@ class AllTokensMLM(Objective):
                                                                   o["disc_weights"])),
             "all_tokens_mlm_fake_accuracy": MetricRule.mean(lambda o: (
                 correct(o), o["disc_weights"] * tf.cast(o["disc_labels"], tf.float32))),
+            # The MLM softmax q alone at the replaced tokens, where the mixture's prediction is
+            # the wrong input token whenever the copy head fails to detect: what q has learnt
+            # to reconstruct, as replace_mlm_fake_accuracy is for Replace MLM.
+            "all_tokens_mlm_softmax_fake_accuracy": MetricRule.mean(lambda o: (
+                _equal(o["all_tokens_mlm_softmax_preds"], o["input_ids"]),
+                o["disc_weights"] * tf.cast(o["disc_labels"], tf.float32))),
             "copy_probability": MetricRule.mean(lambda o: (1.0 - o["disc_probs"],
                                                            o["disc_weights"])),
             **_detection_metrics(),
@@ -344,6 +350,8 @@ class AllTokensMLM(Objective):
         return loss, {"all_tokens_mlm_loss": loss,
                       "all_tokens_mlm_preds": _mixture_argmax(logits, replaced_logits,
                                                               corrupted.input_ids),
+                      "all_tokens_mlm_softmax_preds": tf.argmax(logits, -1,
+                                                                output_type=tf.int32),
                       **_detection_outputs(corrupted.labels, replaced_logits, weights)}
 
     @classmethod

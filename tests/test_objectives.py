@@ -106,8 +106,25 @@ def test_all_tokens_mlm_is_the_cross_entropy_of_the_copy_mixture():
                       np.take_along_axis(mixture, shown[..., None], -1) + copy[..., None], -1)
     np.testing.assert_array_equal(out["all_tokens_mlm_preds"][real > 0],
                                   mixture.argmax(-1)[real > 0])
+    np.testing.assert_array_equal(out["all_tokens_mlm_softmax_preds"], logits.argmax(-1))
     # The copy head, read as a detector: p(replaced) = 1 - D.
     np.testing.assert_allclose(out["disc_probs"], 1 - copy, rtol=1e-5)
+
+
+def test_all_tokens_mlm_softmax_fake_accuracy_counts_the_replaced_real_tokens():
+    """The softmax's own reconstruction at the replaced tokens: its predictions are made right
+    at every other position here, so the metric is the share of replaced real tokens there."""
+    model = _model(objective="all_tokens_mlm")
+    out = model(_features(), training=False)
+    o = _numpy(out)
+    even = (np.arange(o["input_ids"].shape[1]) % 2 == 0)[None, :]
+    preds = np.where(even, o["input_ids"], -1).astype(np.int32)
+    metrics = pretraining.PretrainingMetrics(model)
+    metrics.update({**out, "all_tokens_mlm_softmax_preds": tf.constant(preds)})
+    replaced = (o["disc_labels"] > 0) & (o["disc_weights"] > 0)
+    assert replaced.sum() > 1 and 0 < (replaced & even).sum() < replaced.sum()
+    assert metrics.results()["all_tokens_mlm_softmax_fake_accuracy"] == pytest.approx(
+        (replaced & even).sum() / replaced.sum())
 
 
 def test_adversarial_generator_loss_is_reinforce_with_a_learned_baseline():
@@ -406,6 +423,7 @@ def test_resuming_checks_the_new_shape_hparams():
      {"disc_loss", "disc_auc"}),
     ({"objective": "all_tokens_mlm"}, {"all_tokens_mlm_loss", "all_tokens_mlm_accuracy",
                                        "all_tokens_mlm_fake_accuracy", "copy_probability",
+                                       "all_tokens_mlm_softmax_fake_accuracy",
                                        "disc_auc"}, {"disc_loss"}),
     ({"training_algorithm": "adversarial"}, {"adversarial_reward", "baseline_loss",
                                              "disc_loss"}, {"stage"}),

@@ -267,7 +267,7 @@ def run_model(data_dir: str, model_name: str, step: int | None, batches: int,
     if not steps or (step is not None and step not in steps):
         raise SystemExit(f"--step: {config.model_dir} has checkpoints at steps {steps}")
     step = max(steps) if step is None else step
-    files = sorted(data.list_files(config.pretrain_tfrecords))
+    files = data.check_files(config.pretrain_tfrecords, config.max_seq_length)
     batch_size = batch_size or config.eval_batch_size
     judged_files = leading_files(files, batches * batch_size)
     special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file),

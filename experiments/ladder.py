@@ -754,7 +754,8 @@ def record_unigram_baseline(store: Store, data_dir: str, max_seq_length: int) ->
         return
     vocab_file = os.path.join(data_dir, "vocab.txt")
     vocab = read_vocab(vocab_file)
-    files = data.list_files(os.path.join(data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*"))
+    files = data.check_files(
+        os.path.join(data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*"), max_seq_length)
     records = tf.data.TFRecordDataset(files).batch(1024).map(
         lambda r: data.decode_record(r, max_seq_length))
     counts = np.zeros(len(vocab), np.int64)

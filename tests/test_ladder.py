@@ -495,6 +495,12 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
     older.append("baseline", first)
     ladder.record_unigram_baseline(older, str(data), 8)
     assert sorted(older.read("baseline"), key=str) == sorted(store.read("baseline"), key=str)
+    # It reads the files as pretraining does: not a build whose move was interrupted.
+    from electra_tf import data as data_lib
+    (data / "pretrain_tfrecords" / "incomplete").mkdir()
+    (data / "pretrain_tfrecords" / data_lib.PUBLISHING_SUMMARY).write_text("{}")
+    with pytest.raises(data_lib.InputError, match="interrupted"):
+        ladder.record_unigram_baseline(ladder.Store(str(tmp_path / "new")), str(data), 8)
 
 
 def test_finetune_and_probe_lines_carry_every_field():

@@ -216,7 +216,7 @@ class _BestTrial:
         is the trial the export already holds (rerun after an interruption)."""
         import tensorflow as tf
 
-        from electra_tf import checkpoints, files, resume
+        from electra_tf import files, keras_saving, resume
 
         if self.best is not None and score <= self.best["score"] and \
                 trial != self.best["trial"]:
@@ -227,8 +227,8 @@ class _BestTrial:
         if tf.io.gfile.exists(building):
             tf.io.gfile.rmtree(building)
         with resume.writing(building):
-            checkpoints.export_saved_model(model, os.path.join(building, "saved_model"),
-                                           self.config.vocab_file, self.config.do_lower_case)
+            keras_saving.export_saved_model(model, os.path.join(building, "saved_model"),
+                                            self.config.vocab_file, self.config.do_lower_case)
             model.save_weights(os.path.join(building, "model.weights.h5"))
         files.write_atomically(os.path.join(building, "best.json"), json.dumps(best, indent=2))
         # The old export is moved aside before the new one takes its name, so that a stop
@@ -341,9 +341,9 @@ def run(config, strategy=None) -> dict:
             progress.start(model_dir)
             trainer.train(config, model, tasks, train_data, strategy, model_dir, seed)
             if config.export_saved_model:
-                from electra_tf import checkpoints
+                from electra_tf import keras_saving
                 with resume.writing(os.path.join(model_dir, "saved_model")):
-                    saved = checkpoints.export_saved_model(
+                    saved = keras_saving.export_saved_model(
                         model, os.path.join(model_dir, "saved_model"), config.vocab_file,
                         config.do_lower_case)
                 print(f"exported the fine-tuned model to {saved}", flush=True)

@@ -44,8 +44,8 @@ import os
 import keras
 import tensorflow as tf
 
-from electra_tf import (checkpoints, distribution, fused, masking, modeling, objectives,
-                        optimization, resume)
+from electra_tf import (checkpoint_names, checkpoints, distribution, fused, keras_saving,
+                        masking, model_files, modeling, objectives, optimization, resume)
 from electra_tf.config import PretrainingConfig
 from electra_tf.generators import (Generated, Generator, MaskedLMGenerator, ResidualEmbeddings,
                                    TwoTowerGenerator, UniformGenerator)
@@ -269,8 +269,8 @@ class PretrainingModel(keras.Model):
             encoder = _encoder(self.config.bert_config(), "electra",
                                self.config.resolved_embedding_size(), kernels=self.config.kernels)
             modeling.build_once(encoder)
-            theirs = checkpoints.encoder_variables(self.encoder, "electra")
-            for name, variable in checkpoints.encoder_variables(encoder, "electra").items():
+            theirs = checkpoint_names.encoder_variables(self.encoder, "electra")
+            for name, variable in checkpoint_names.encoder_variables(encoder, "electra").items():
                 variable.assign(theirs[name])
         model = modeling.ElectraDiscriminator(encoder, self.disc_head,
                                               name="electra_discriminator")
@@ -491,12 +491,12 @@ def initialize_from(model: PretrainingModel, path: str) -> list[str]:
         else:
             # Tied embeddings come with the discriminator; a generator's own are copied.
             tied = model.generator.embeddings is model.encoder.embeddings
-            checkpoints.copy_weights(pretrained.generator, generator, skip_embeddings=tied)
+            checkpoint_names.copy_weights(pretrained.generator, generator, skip_embeddings=tied)
             done.append(f"initialised the generator from {pretrained.source}")
     if isinstance(model.encoder.embeddings, ResidualEmbeddings):
         _load_gdes_discriminator(model, pretrained.discriminator)
     else:
-        checkpoints.copy_weights(pretrained.discriminator, model.discriminator_model())
+        checkpoint_names.copy_weights(pretrained.discriminator, model.discriminator_model())
     done.insert(0, f"initialised the discriminator from {pretrained.source} "
                    f"({pretrained.format}); fresh optimizer state")
     return done
@@ -506,9 +506,9 @@ def _load_gdes_discriminator(model: PretrainingModel,
                              pretrained: modeling.ElectraDiscriminator) -> None:
     """GDES: the discriminator's tables become the generator's plus residuals equal to the
     difference, everything else is copied."""
-    theirs = checkpoints.model_variables(pretrained)
-    ours = checkpoints.model_variables(modeling.ElectraDiscriminator(model.encoder,
-                                                                     model.disc_head))
+    theirs = checkpoint_names.model_variables(pretrained)
+    ours = checkpoint_names.model_variables(modeling.ElectraDiscriminator(model.encoder,
+                                                                          model.disc_head))
     embeddings = model.encoder.embeddings
     for name, value in ours.items():
         if tuple(theirs[name].shape) != tuple(value.shape):
@@ -542,10 +542,10 @@ def export(model: PretrainingModel, model_dir: str, vocab_file: str | None,
     for name, keras_model in (("discriminator", model.discriminator_model()),
                               ("generator", model.generator_model())):
         if keras_model is not None:
-            written.append(checkpoints.save_keras(keras_model,
-                                                  os.path.join(model_dir, f"{name}.keras")))
+            written.append(keras_saving.save_keras(keras_model,
+                                                   os.path.join(model_dir, f"{name}.keras")))
     if vocab_file:
-        written += checkpoints.write_files(model_dir, checkpoints.tokenizer_files(
+        written += model_files.write_files(model_dir, model_files.tokenizer_files(
             vocab_file, do_lower_case, model.encoder.max_position_embeddings))
     return written
 

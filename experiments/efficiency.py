@@ -240,7 +240,7 @@ def export_discriminator(run: PretrainRun, step: int, budget: Budget, data_dir: 
         return name
     import tensorflow as tf
 
-    from electra_tf import checkpoints, pretraining
+    from electra_tf import keras_saving, pretraining
     from electra_tf import config as config_lib
 
     config = config_lib.from_hparams(run.name, data_dir, efficiency_plan.pretraining_hparams(
@@ -251,7 +251,7 @@ def export_discriminator(run: PretrainRun, step: int, budget: Budget, data_dir: 
     state.checkpoint().restore(os.path.join(config.model_dir, f"ckpt-{step}")) \
         .expect_partial().assert_existing_objects_matched()
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    checkpoints.save_keras(state.model.discriminator_model(), path)
+    keras_saving.save_keras(state.model.discriminator_model(), path)
     return name
 
 

@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import BERT_VOCAB, REPO
-from electra_tf import checkpoints, modeling
+from electra_tf import (checkpoint_names, checkpoints, hf_checkpoint, keras_saving, model_files,
+                        modeling, tf1_checkpoint)
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -76,8 +77,8 @@ def test_hf_export_loads_in_transformers_with_the_same_logits(tmp_path):
     # Change the weights so that the export, not the import, is what gets compared.
     for var in ours.weights + ours_gen.weights:
         var.assign(var + np.random.default_rng(1).normal(0, 0.01, var.shape).astype("float32"))
-    checkpoints.export_hf(ours, str(tmp_path / "out_disc"))
-    checkpoints.export_hf(ours_gen, str(tmp_path / "out_gen"))
+    hf_checkpoint.export_hf(ours, str(tmp_path / "out_disc"))
+    hf_checkpoint.export_hf(ours_gen, str(tmp_path / "out_gen"))
     loaded, info = transformers.ElectraForPreTraining.from_pretrained(
         tmp_path / "out_disc", output_loading_info=True)
     loaded_gen, gen_info = transformers.ElectraForMaskedLM.from_pretrained(
@@ -93,12 +94,12 @@ def test_hf_export_loads_in_transformers_with_the_same_logits(tmp_path):
 
 def _pair():
     """A discriminator and a generator sharing the embeddings, as pretraining builds them."""
-    disc_sizes = checkpoints.EncoderSpec(vocab_size=120, embedding_size=24, hidden_size=32,
-                                          num_hidden_layers=2, num_attention_heads=4,
-                                          intermediate_size=48, max_position_embeddings=64)
+    disc_sizes = checkpoint_names.EncoderSpec(vocab_size=120, embedding_size=24, hidden_size=32,
+                                              num_hidden_layers=2, num_attention_heads=4,
+                                              intermediate_size=48, max_position_embeddings=64)
     disc = modeling.ElectraDiscriminator(disc_sizes.encoder("electra"))
-    gen_sizes = checkpoints.EncoderSpec(**{**disc_sizes.__dict__, "hidden_size": 16,
-                                            "num_attention_heads": 2, "intermediate_size": 32})
+    gen_sizes = checkpoint_names.EncoderSpec(**{**disc_sizes.__dict__, "hidden_size": 16,
+                                                "num_attention_heads": 2, "intermediate_size": 32})
     gen = modeling.ElectraGenerator(gen_sizes.encoder("generator"))
     disc.build(), gen.build()
     for var in disc.weights + gen.weights:  # not the initialiser's zeros and ones
@@ -114,8 +115,8 @@ def _pair():
 
 def test_tf1_round_trip_is_bit_identical(tmp_path):
     disc, gen = _pair()
-    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "tf1" / "model.ckpt-100"), disc,
-                                              gen, global_step=100)
+    prefix = tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "tf1" / "model.ckpt-100"), disc,
+                                                 gen, global_step=100)
     names = dict(tf.train.list_variables(prefix))
     assert names["electra/encoder/layer_1/attention/self/query/kernel"] == [32, 32]
     assert names["generator/embeddings_project/kernel"] == [24, 16]
@@ -123,7 +124,8 @@ def test_tf1_round_trip_is_bit_identical(tmp_path):
     loaded = checkpoints.load_pretrained(str(tmp_path / "tf1"))
     assert loaded.format == "tf1" and loaded.global_step == 100
     for ours, theirs in ((disc, loaded.discriminator), (gen, loaded.generator)):
-        mine, back = checkpoints.model_variables(ours), checkpoints.model_variables(theirs)
+        mine, back = (checkpoint_names.model_variables(ours),
+                      checkpoint_names.model_variables(theirs))
         assert set(mine) == set(back)
         for name in mine:
             assert np.array_equal(mine[name].numpy(), back[name].numpy()), name
@@ -149,20 +151,21 @@ def test_the_originals_electra_small_checkpoint_loads_with_every_variable_mapped
             encoder.embedding_size, encoder.vocab_size) == (256, 12, 4, 128, 30522)
     assert (gen_encoder.hidden_size, gen_encoder.num_attention_heads,
             gen_encoder.intermediate_size) == (64, 1, 256)
-    used = set(checkpoints.model_variables(loaded.discriminator)) | set(
-        checkpoints.model_variables(loaded.generator))
+    used = set(checkpoint_names.model_variables(loaded.discriminator)) | set(
+        checkpoint_names.model_variables(loaded.generator))
     model_names = {v["name"] for v in fixture
                    if not v["name"].endswith(("adam_m", "adam_v")) and v["name"] != "global_step"}
     assert used == model_names  # every variable mapped, in both directions
     query = "electra/encoder/layer_11/attention/self/query/kernel"
-    np.testing.assert_array_equal(checkpoints.model_variables(loaded.discriminator)[query].numpy(),
-                                  tensors[query].numpy())
+    np.testing.assert_array_equal(
+        checkpoint_names.model_variables(loaded.discriminator)[query].numpy(),
+        tensors[query].numpy())
     assert loaded.global_step == 7
 
 
 def test_saved_model_runs_without_this_package(tmp_path):
     disc, _ = _pair()
-    checkpoints.export_saved_model(disc, str(tmp_path / "saved"))
+    keras_saving.export_saved_model(disc, str(tmp_path / "saved"))
     inputs = _inputs(2)
     expected = disc(inputs)
     np.save(tmp_path / "inputs.npy", np.stack([inputs[k] for k in
@@ -193,35 +196,35 @@ np.save({str(tmp_path / 'sequence.npy')!r}, emb["sequence_output"].numpy())
 
 def test_mismatches_fail_with_the_names(tmp_path):
     disc, gen = _pair()
-    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "a" / "model.ckpt"), disc, gen)
-    weights = checkpoints.read_tf1_checkpoint(prefix)
+    prefix = tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "a" / "model.ckpt"), disc, gen)
+    weights = tf1_checkpoint.read_tf1_checkpoint(prefix)
     # A variable the model needs is missing.
     broken = {k: v for k, v in weights.items()
               if k != "electra/encoder/layer_1/output/dense/bias"}
     with pytest.raises(ValueError, match=r"missing \['electra/encoder/layer_1/output/dense/bias'"):
-        checkpoints.build_models(broken, "ckpt-a")
+        checkpoint_names.build_models(broken, "ckpt-a")
     # A variable nothing takes.
     extra = {**weights, "electra/pooler/dense/kernel": np.zeros((32, 32), np.float32)}
     with pytest.raises(ValueError, match=r"1 variables map to nothing .*electra/pooler/dense"):
-        checkpoints.build_models(extra, "ckpt-b")
+        checkpoint_names.build_models(extra, "ckpt-b")
     # A shape that differs.
     wrong = dict(weights)
     wrong["discriminator_predictions/dense/kernel"] = np.zeros((32, 31), np.float32)
     with pytest.raises(ValueError, match=r"discriminator_predictions/dense/kernel \(32, 31\) vs "
                                          r"\(32, 32\)"):
-        checkpoints.build_models(wrong, "ckpt-c")
+        checkpoint_names.build_models(wrong, "ckpt-c")
     # Not an ELECTRA checkpoint at all / nothing at the path.
     with pytest.raises(ValueError, match="holds no ELECTRA discriminator"):
-        checkpoints.build_models({"dense/kernel": np.zeros((2, 2))}, "ckpt-d")
+        checkpoint_names.build_models({"dense/kernel": np.zeros((2, 2))}, "ckpt-d")
     with pytest.raises(FileNotFoundError, match="no pretrained ELECTRA found"):
         checkpoints.load_pretrained(str(tmp_path / "nothing"))
     # Hugging Face weights with a key ELECTRA does not have.
     _hf_models(tmp_path)
-    state, config = checkpoints.read_hf_state(str(tmp_path / "hf_disc"))
+    state, config = hf_checkpoint.read_hf_state(str(tmp_path / "hf_disc"))
     state["classifier.weight"] = np.zeros((2, 32), np.float32)
     with pytest.raises(ValueError, match=r"1 weights map to nothing in ELECTRA: "
                                          r"\['classifier.weight'\]"):
-        checkpoints.hf_to_tf1(state, config, "hf")
+        hf_checkpoint.hf_to_tf1(state, config, "hf")
 
 
 def _tiny_release(tmp_path, with_generator: bool):
@@ -232,16 +235,16 @@ def _tiny_release(tmp_path, with_generator: bool):
     bert, gen_bert = config.bert_config(), config.generator_bert_config()
     keys = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
             "intermediate_size", "max_position_embeddings", "type_vocab_size")
-    disc = modeling.ElectraDiscriminator(checkpoints.EncoderSpec(
+    disc = modeling.ElectraDiscriminator(checkpoint_names.EncoderSpec(
         embedding_size=config.embedding_size, **{k: bert[k] for k in keys}).encoder("electra"))
-    gen = modeling.ElectraGenerator(checkpoints.EncoderSpec(
+    gen = modeling.ElectraGenerator(checkpoint_names.EncoderSpec(
         embedding_size=config.embedding_size, **{k: gen_bert[k] for k in keys})
         .encoder("generator"))
     disc.build(), gen.build()
     for var in disc.weights + gen.weights:
         var.assign(np.random.default_rng(len(var.path)).normal(0, 0.05, var.shape))
-    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "release" / "model.ckpt-1000"),
-                                              disc, gen if with_generator else None, 1000)
+    prefix = tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "release" / "model.ckpt-1000"),
+                                                 disc, gen if with_generator else None, 1000)
     shutil.copy(BERT_VOCAB, tmp_path / "release" / "vocab.txt")  # as Google's releases ship it
     return prefix, disc
 
@@ -261,9 +264,9 @@ def test_pretraining_continues_from_a_tf1_release(data_dir, tmp_path, with_gener
     assert ("the generator starts from fresh weights" in result.stdout) != with_generator
     # Step 0 trains at learning rate 0: the exported discriminator is the release's.
     exported = checkpoints.load_pretrained(str(data_dir / "models" / "cont"))
-    for name, var in checkpoints.model_variables(disc).items():
+    for name, var in checkpoint_names.model_variables(disc).items():
         np.testing.assert_array_equal(
-            checkpoints.model_variables(exported.discriminator)[name].numpy(), var.numpy())
+            checkpoint_names.model_variables(exported.discriminator)[name].numpy(), var.numpy())
 
 
 def test_finetuning_starts_from_a_tf1_checkpoint_and_a_hf_directory(tmp_path):
@@ -273,7 +276,7 @@ def test_finetuning_starts_from_a_tf1_checkpoint_and_a_hf_directory(tmp_path):
     assert "(tf1)" in load_pretrained_encoder(encoder, os.path.dirname(prefix))
     np.testing.assert_array_equal(encoder.transformer_layers[1].output_dense.kernel.numpy(),
                                   disc.encoder.transformer_layers[1].output_dense.kernel.numpy())
-    checkpoints.export_hf(disc, str(tmp_path / "hf"))
+    hf_checkpoint.export_hf(disc, str(tmp_path / "hf"))
     other = modeling.Encoder(**{**disc.encoder.get_config(), "name": "electra"})
     assert "(huggingface)" in load_pretrained_encoder(other, str(tmp_path / "hf"))
     np.testing.assert_array_equal(other.embeddings.word_embeddings.numpy(),
@@ -299,9 +302,9 @@ def test_convert_checkpoint_cli_round_trips_through_every_format(tmp_path):
                             f"--output={tmp_path / out}", f"--to={to}")
         assert result.returncode == 0, result.stderr[-2000:]
     final = checkpoints.load_pretrained(str(tmp_path / "tf1_out"))
-    for name, var in checkpoints.model_variables(disc).items():
+    for name, var in checkpoint_names.model_variables(disc).items():
         np.testing.assert_array_equal(
-            checkpoints.model_variables(final.discriminator)[name].numpy(), var.numpy())
+            checkpoint_names.model_variables(final.discriminator)[name].numpy(), var.numpy())
     assert tf.io.gfile.exists(str(tmp_path / "served" / "discriminator" / "saved_model.pb"))
     result = run_script("convert_checkpoint.py", f"--input={os.path.dirname(prefix)}",
                         f"--output={tmp_path / 'hf_out'}", "--to=hf", expect_failure=True)
@@ -345,7 +348,7 @@ def test_untied_generator_embeddings_go_to_tf1_under_generator_and_reload(tmp_pa
                                          pretraining.SpecialIds())
     model.build()
     disc, gen = model.discriminator_model(), model.generator_model()
-    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "model.ckpt-5"), disc, gen, 5)
+    prefix = tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "model.ckpt-5"), disc, gen, 5)
     names = dict(tf.train.list_variables(prefix))
     # As the original: the generator's own block, its hidden size (8) wide.
     assert names["generator/embeddings/word_embeddings"] == [30522, 8]
@@ -353,7 +356,7 @@ def test_untied_generator_embeddings_go_to_tf1_under_generator_and_reload(tmp_pa
     loaded = checkpoints.load_pretrained(str(tmp_path))
     for ours, theirs, scope in ((disc, loaded.discriminator, "electra"),
                                 (gen, loaded.generator, "generator")):
-        mine, back = (checkpoints.model_variables(m, scope) for m in (ours, theirs))
+        mine, back = (checkpoint_names.model_variables(m, scope) for m in (ours, theirs))
         assert set(mine) == set(back)
         for name in mine:
             np.testing.assert_array_equal(mine[name].numpy(), back[name].numpy(), err_msg=name)
@@ -373,7 +376,7 @@ def test_hf_activation_and_layer_norm_epsilon_are_honoured(tmp_path):
         inputs = _inputs(seed)
         np.testing.assert_allclose(ours(inputs)["logits"].numpy(), _hf_logits(hf, inputs),
                                    atol=TOLERANCE)
-    checkpoints.export_hf(ours, str(tmp_path / "back"))
+    hf_checkpoint.export_hf(ours, str(tmp_path / "back"))
     written = json.loads((tmp_path / "back" / "config.json").read_text())
     assert (written["hidden_act"], written["layer_norm_eps"]) == ("relu", 1e-5)
     # What this encoder does not compute fails, naming the file and the value.
@@ -398,9 +401,9 @@ def test_layer_norm_eps_is_a_model_hparam():
 
 def _heads_model():
     """A discriminator with 4 heads where hidden / 64 gives 1."""
-    sizes = checkpoints.EncoderSpec(vocab_size=120, embedding_size=24, hidden_size=32,
-                                     num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=48, max_position_embeddings=64)
+    sizes = checkpoint_names.EncoderSpec(vocab_size=120, embedding_size=24, hidden_size=32,
+                                         num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=48, max_position_embeddings=64)
     disc = modeling.ElectraDiscriminator(sizes.encoder("electra"))
     disc.build()
     for var in disc.weights:
@@ -411,14 +414,14 @@ def _heads_model():
 def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_path):
     from conftest import tiny_config, usage_error
     disc = _heads_model()
-    checkpoints.write_tf1_checkpoint(str(tmp_path / "a" / "model.ckpt-1"), disc)
+    tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "a" / "model.ckpt-1"), disc)
     inputs = _inputs(1)
     expected = disc(inputs)["logits"].numpy()
     loaded = checkpoints.load_pretrained(str(tmp_path / "a"))  # from electra_config.json
     assert loaded.discriminator.encoder.num_attention_heads == 4
     np.testing.assert_allclose(loaded.discriminator(inputs)["logits"].numpy(), expected,
                                atol=1e-5)
-    os.remove(tmp_path / "a" / checkpoints.ARCHITECTURE_FILE)
+    os.remove(tmp_path / "a" / tf1_checkpoint.ARCHITECTURE_FILE)
     with pytest.raises(ValueError, match=r"the number of attention heads does not show in a TF1 "
                                          r"checkpoint, and its hidden size 32 is not a multiple"):
         checkpoints.load_pretrained(str(tmp_path / "a"))
@@ -437,7 +440,7 @@ def test_tf1_head_count_comes_from_the_saved_config_or_an_argument_or_fails(tmp_
         "num_attention_heads"] == 4
     # A run's pretrain_config.json beside the checkpoint says it too.
     prefix, _ = _tiny_release(tmp_path, with_generator=True)
-    os.remove(os.path.join(os.path.dirname(prefix), checkpoints.ARCHITECTURE_FILE))
+    os.remove(os.path.join(os.path.dirname(prefix), tf1_checkpoint.ARCHITECTURE_FILE))
     with open(os.path.join(os.path.dirname(prefix), "pretrain_config.json"), "w") as f:
         f.write(tiny_config().to_json())
     release = checkpoints.load_pretrained(os.path.dirname(prefix))
@@ -543,8 +546,8 @@ def test_finetuning_takes_the_architecture_of_a_run_with_no_size_hparams(tmp_pat
     data_dir, model_dir, model = _run_output(tmp_path)
     config = finetuning_config.from_hparams("run", str(data_dir), {"task_names": ["sst"]})
     encoder = trainer.build_model(config, trainer.make_tasks(config)).encoder
-    ours = checkpoints.EncoderSpec.of(encoder)
-    assert ours == checkpoints.EncoderSpec.of(model.encoder)
+    ours = checkpoint_names.EncoderSpec.of(encoder)
+    assert ours == checkpoint_names.EncoderSpec.of(model.encoder)
     assert ours.num_attention_heads == 2  # hidden / 64 would give 1
     for hparams, message in [
             ({"model_hparam_overrides": {"num_attention_heads": 1}},
@@ -583,10 +586,11 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
     release = os.path.dirname(prefix)
     config = config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release})
     assert config.model_size == "small"  # no preset has hidden 32: the default stays
-    assert checkpoints.EncoderSpec(**{k: v for k, v in config.bert_config().items()
-                                       if k in checkpoints.EncoderSpec.__dataclass_fields__},
-                                    embedding_size=config.embedding_size) == \
-        checkpoints.EncoderSpec.of(disc.encoder)
+    assert checkpoint_names.EncoderSpec(
+        **{k: v for k, v in config.bert_config().items()
+           if k in checkpoint_names.EncoderSpec.__dataclass_fields__},
+        embedding_size=config.embedding_size) == \
+        checkpoint_names.EncoderSpec.of(disc.encoder)
     assert config.generator_bert_config()["hidden_size"] == 8
     with pytest.raises(config_lib.ConfigError, match="embedding_size 16 in the checkpoint, 24"):
         config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release,
@@ -623,12 +627,13 @@ class NpzWeights(checkpoints.Format):
 
     def _sizes(self, where):
         with open(os.path.join(where, "sizes.json")) as f:
-            return {scope: checkpoints.EncoderSpec(**sizes)
+            return {scope: checkpoint_names.EncoderSpec(**sizes)
                     for scope, sizes in json.load(f).items()}
 
     def load(self, where, num_attention_heads):
         weights = dict(np.load(os.path.join(where, "weights.npz")))
-        return checkpoints.Models(*checkpoints.build_models(weights, where, self._sizes(where)))
+        return checkpoints.Models(*checkpoint_names.build_models(weights, where,
+                                                                 self._sizes(where)))
 
     def architecture(self, where, num_attention_heads):
         sizes = self._sizes(where)
@@ -640,13 +645,13 @@ class NpzWeights(checkpoints.Format):
                              ("generator", pretrained.generator)):
             if model is not None:
                 weights.update({name: np.asarray(var) for name, var
-                                in checkpoints.model_variables(model, scope).items()})
-                sizes[scope] = dataclasses.asdict(checkpoints.EncoderSpec.of(model.encoder))
+                                in checkpoint_names.model_variables(model, scope).items()})
+                sizes[scope] = dataclasses.asdict(checkpoint_names.EncoderSpec.of(model.encoder))
         np.savez(os.path.join(output, "weights.npz"), **weights)
         with open(os.path.join(output, "sizes.json"), "w") as f:
             json.dump(sizes, f)
         return [os.path.join(output, name) for name in ("weights.npz", "sizes.json")] + \
-            checkpoints.write_files(output, checkpoints.tokenizer_files(vocab_file, do_lower_case))
+            model_files.write_files(output, model_files.tokenizer_files(vocab_file, do_lower_case))
 
 
 def test_a_format_defined_here_round_trips_through_convert_and_load(tmp_path, monkeypatch):
@@ -660,14 +665,14 @@ def test_a_format_defined_here_round_trips_through_convert_and_load(tmp_path, mo
     loaded = checkpoints.load_pretrained(str(tmp_path / "npz"))
     assert loaded.format == "npz" and loaded.vocab_file == str(tmp_path / "npz" / "vocab.txt")
     architecture = checkpoints.read_architecture(str(tmp_path / "npz"))
-    assert architecture.discriminator == checkpoints.EncoderSpec.of(disc.encoder)
-    assert architecture.generator == checkpoints.EncoderSpec.of(release.generator.encoder)
+    assert architecture.discriminator == checkpoint_names.EncoderSpec.of(disc.encoder)
+    assert architecture.generator == checkpoint_names.EncoderSpec.of(release.generator.encoder)
     convert(str(tmp_path / "npz"), str(tmp_path / "keras"), "keras")
     final = checkpoints.load_pretrained(str(tmp_path / "keras"))
     for ours, theirs in ((final.discriminator, release.discriminator),
                          (final.generator, release.generator)):
-        theirs_vars = checkpoints.model_variables(theirs)
-        for name, var in checkpoints.model_variables(ours).items():
+        theirs_vars = checkpoint_names.model_variables(theirs)
+        for name, var in checkpoint_names.model_variables(ours).items():
             np.testing.assert_array_equal(var.numpy(), theirs_vars[name].numpy())
     with pytest.raises(checkpoints.NoPretrainedModel, match=r"discriminator\.keras, or "
                        r"weights\.npz\)$"):

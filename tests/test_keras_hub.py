@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from conftest import BERT_VOCAB, TEST_DATA, run_script
-from electra_tf import checkpoints, modeling
+from electra_tf import checkpoint_names, hf_checkpoint, keras_hub_preset, keras_saving, modeling
 from electra_tf.tokenization import WordPieceTokenizer
 
 # The BERT vocabulary (the tokenizer's test needs real words), embedding size != hidden size.
-SIZES = checkpoints.EncoderSpec(vocab_size=30522, embedding_size=16, hidden_size=32,
-                                 num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=64, max_position_embeddings=128)
+SIZES = checkpoint_names.EncoderSpec(vocab_size=30522, embedding_size=16, hidden_size=32,
+                                     num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=128)
 TOLERANCE = 1e-5
 
 
@@ -30,7 +30,8 @@ def keras_hub():
     return pytest.importorskip("keras_hub")
 
 
-def _discriminator(sizes: checkpoints.EncoderSpec = SIZES) -> modeling.ElectraDiscriminator:
+def _discriminator(sizes: checkpoint_names.EncoderSpec = SIZES
+                   ) -> modeling.ElectraDiscriminator:
     """A discriminator whose weights are on a trained model's scale (LayerNorm gains near 1,
     kernels keeping the variance, biases nonzero), so that every weight moves the output and
     the feed-forward layer's inputs reach where the two GELUs differ."""
@@ -54,7 +55,7 @@ def _run_dir(tmp_path, model) -> str:
     """A directory as run_pretraining.py exports into: discriminator.keras and vocab.txt."""
     run = tmp_path / "run"
     run.mkdir()
-    checkpoints.save_keras(model, str(run / "discriminator.keras"))
+    keras_saving.save_keras(model, str(run / "discriminator.keras"))
     shutil.copy(BERT_VOCAB, run / "vocab.txt")
     return str(run)
 
@@ -88,7 +89,7 @@ def _tanh_gelu_twin(model: modeling.ElectraDiscriminator) -> modeling.ElectraDis
     twin = modeling.ElectraDiscriminator(dataclasses.replace(
         SIZES, hidden_act=functools.partial(keras.activations.gelu, approximate=True)).encoder(
         "electra"))
-    checkpoints.copy_weights(model, twin)
+    checkpoint_names.copy_weights(model, twin)
     return twin
 
 
@@ -121,8 +122,8 @@ def test_the_preset_loads_offline_computes_ours_and_tokenizes_as_ours(tmp_path, 
     backbone = keras_hub.models.ElectraBackbone.from_preset(str(preset))
     tokenizer = keras_hub.models.ElectraTokenizer.from_preset(str(preset))
     # The encoder's weights and the pooler's two; the replaced-token head stays behind.
-    assert len(backbone.weights) == len(checkpoints.encoder_variables(model.encoder,
-                                                                      "electra")) + 2
+    assert len(backbone.weights) == len(checkpoint_names.encoder_variables(model.encoder,
+                                                                           "electra")) + 2
 
     lines = _real_lines()
     ours_ids = WordPieceTokenizer(str(BERT_VOCAB)).tokenize_to_ids(lines)
@@ -194,7 +195,7 @@ def test_an_encoder_keras_hub_cannot_compute_is_refused_before_writing(tmp_path,
 def test_a_source_without_a_discriminator_is_refused(tmp_path, keras_hub):
     generator = modeling.ElectraGenerator(SIZES.encoder("generator"))
     generator.build()
-    checkpoints.export_hf(generator, str(tmp_path / "hf_generator"), str(BERT_VOCAB))
+    hf_checkpoint.export_hf(generator, str(tmp_path / "hf_generator"), str(BERT_VOCAB))
     from convert_checkpoint import convert
     with pytest.raises(ValueError, match="holds no discriminator"):
         convert(str(tmp_path / "hf_generator"), str(tmp_path / "preset"), "keras_hub")
@@ -203,7 +204,7 @@ def test_a_source_without_a_discriminator_is_refused(tmp_path, keras_hub):
 
 def test_a_weight_the_name_map_misses_or_misshapes_fails_with_its_name(tmp_path, keras_hub,
                                                                         monkeypatch):
-    complete = checkpoints.keras_hub_weights
+    complete = keras_hub_preset.keras_hub_weights
 
     def broken(encoder):
         weights = complete(encoder)
@@ -211,9 +212,10 @@ def test_a_weight_the_name_map_misses_or_misshapes_fails_with_its_name(tmp_path,
         weights["transformer_layer_0/self_attention_layer/query/kernel"] = np.zeros((32, 32))
         return weights
 
-    monkeypatch.setattr(checkpoints, "keras_hub_weights", broken)
+    monkeypatch.setattr(keras_hub_preset, "keras_hub_weights", broken)
     with pytest.raises(ValueError) as error:
-        checkpoints.export_keras_hub(_discriminator(), str(tmp_path / "preset"), str(BERT_VOCAB))
+        keras_hub_preset.export_keras_hub(_discriminator(), str(tmp_path / "preset"),
+                                          str(BERT_VOCAB))
     assert "missing ['transformer_layer_1/feedforward_layer_norm/beta']" in str(error.value)
     assert "transformer_layer_0/self_attention_layer/query/kernel (32, 32) vs (32, 4, 8)" in \
         str(error.value)
@@ -222,8 +224,8 @@ def test_a_weight_the_name_map_misses_or_misshapes_fails_with_its_name(tmp_path,
 
 def test_the_name_map_takes_every_encoder_weight_once():
     model = _discriminator()
-    weights = checkpoints.keras_hub_weights(model.encoder)
-    ours = checkpoints.encoder_variables(model.encoder, "electra")
+    weights = keras_hub_preset.keras_hub_weights(model.encoder)
+    ours = checkpoint_names.encoder_variables(model.encoder, "electra")
     assert len(weights) == len(ours) + 2  # + the pooler
     # The same numbers in the same order (keras' per-head shapes are reshapes), each once.
     assert sorted(np.asarray(v).tobytes() for v in ours.values()) == \

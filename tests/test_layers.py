@@ -1,6 +1,7 @@
 """Layers only look down: the model, the objectives and what they stand on never import the
-training loop (not even through another module), and the experiments import each other without
-a circle. Read from the import statements, at module level and inside functions alike."""
+training loop (not even through another module), the checkpoint formats' modules import only
+those below them, and the experiments import each other without a circle. Read from the import
+statements, at module level and inside functions alike."""
 
 import ast
 import pathlib
@@ -11,6 +12,10 @@ from conftest import REPO
 LOOP = {"training", "distribution", "host_calls", "preemption", "progress"}
 BELOW_THE_LOOP = ("hardware", "config", "tokenization", "files", "fused", "modeling", "masking",
                   "generators", "objectives", "flops", "health", "optimization", "data")
+# The checkpoint formats: the canonical names and a model's files at the bottom, a module per
+# format above them, the registry and front door (checkpoints) on top.
+CHECKPOINT_BOTTOM = {"checkpoint_names", "model_files"}
+CHECKPOINT_FORMATS = {"tf1_checkpoint", "hf_checkpoint", "keras_saving", "keras_hub_preset"}
 
 
 def _imported(path: pathlib.Path, package: str | None, names: set[str]) -> set[str]:
@@ -61,6 +66,18 @@ def test_the_loop_modules_import_each_other_without_a_circle():
     graph = _graph(REPO / "electra_tf", "electra_tf")
     for name in LOOP:
         assert name not in _reach(graph, name), name
+
+
+def test_the_checkpoint_modules_only_look_down():
+    graph = _graph(REPO / "electra_tf", "electra_tf")
+    everything = CHECKPOINT_BOTTOM | CHECKPOINT_FORMATS | {"checkpoints"}
+    assert everything <= set(graph)
+    for name in CHECKPOINT_BOTTOM:
+        assert not _reach(graph, name) & (everything - CHECKPOINT_BOTTOM), name
+    for name in CHECKPOINT_FORMATS:
+        assert "checkpoints" not in _reach(graph, name), name
+    for name in BELOW_THE_LOOP:  # the model and what it stands on never read checkpoints
+        assert not _reach(graph, name) & everything, (name, _reach(graph, name) & everything)
 
 
 def test_the_experiments_import_each_other_without_a_circle():

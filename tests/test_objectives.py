@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from conftest import TINY_MODEL, run_script, tiny_config
 from electra_tf import (checkpoints, config, flops, generators, health, modeling, objectives,
-                        optimization, pretraining, progress)
+                        optimization, pretraining, progress, tf1_checkpoint)
 from electra_tf.config import ConfigError
 from test_model import _features
 
@@ -195,8 +195,8 @@ def test_gdes_export_sums_the_tables_and_writes_both_blocks_to_tf1(tmp_path):
         exported(features)["logits"].numpy(),
         model.disc_head(model.encoder(features["input_ids"], features["input_mask"],
                                             features["segment_ids"])).numpy(), atol=1e-5)
-    prefix = checkpoints.write_tf1_checkpoint(str(tmp_path / "model.ckpt-1"), exported,
-                                              model.generator_model(), 1)
+    prefix = tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "model.ckpt-1"), exported,
+                                                 model.generator_model(), 1)
     names = dict(tf.train.list_variables(prefix))
     assert "generator/embeddings/word_embeddings" in names  # the generator's own E_G
     loaded = checkpoints.load_pretrained(str(tmp_path))

@@ -148,10 +148,10 @@ def test_a_checkpoint_without_the_head_is_refused(finetuning_dir):
     import keras
 
     import run_finetuning
-    from electra_tf import checkpoints
+    from electra_tf import checkpoint_names
 
     disc = keras.saving.load_model(finetuning_dir / "models" / "tiny" / "discriminator.keras")
-    names = checkpoints.encoder_variables(disc.encoder, "electra")
+    names = checkpoint_names.encoder_variables(disc.encoder, "electra")
     prefix = str(finetuning_dir / "bare" / "model.ckpt")
     tf.io.gfile.makedirs(str(finetuning_dir / "bare"))
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=sorted(names),

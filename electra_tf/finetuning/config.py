@@ -128,13 +128,13 @@ def validate(c: FinetuningConfig) -> None:
 
 def _choose_vocab(config: FinetuningConfig, architecture) -> None:
     """The vocabulary the pretrained model was trained with (vocab.txt beside it, or its run's;
-    checkpoints.find_vocab), as the original reads the model's own vocab.txt; without a
+    model_files.find_vocab), as the original reads the model's own vocab.txt; without a
     pretrained model, DATA_DIR/models/NAME/vocab.txt, else DATA_DIR/vocab.txt. A vocab_file
     given with other tokens than the model's fails naming both: its ids would feed the wrong
     embeddings (docs/finetuning.md)."""
-    from electra_tf import checkpoints, tokenization
+    from electra_tf import model_files, tokenization
 
-    own = checkpoints.find_vocab(architecture.source) if architecture is not None else None
+    own = model_files.find_vocab(architecture.source) if architecture is not None else None
     if not config.vocab_file:
         config.vocab_file = own or os.path.join(config.pretrained_model_dir, "vocab.txt")
         if not tf.io.gfile.exists(config.vocab_file):

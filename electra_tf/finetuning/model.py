@@ -71,14 +71,14 @@ def load_pretrained_encoder(encoder: modeling.Encoder, path: str) -> str:
     checkpoint (Google's releases, the original's run_pretraining.py output) or a Hugging Face
     directory. Returns what was read. Fails naming both values where the architectures differ
     (finetuning/config.py gives the encoder the checkpoint's architecture)."""
-    from electra_tf import checkpoints
+    from electra_tf import checkpoint_names, checkpoints
 
     pretrained = checkpoints.load_pretrained(path, encoder.num_attention_heads)
     if pretrained.discriminator is None:
         raise ValueError(f"init_checkpoint {path} holds a generator only; fine-tuning starts "
                          "from the discriminator")
     source = pretrained.discriminator.encoder
-    keys = [f.name for f in dataclasses.fields(checkpoints.EncoderSpec)]
+    keys = [f.name for f in dataclasses.fields(checkpoint_names.EncoderSpec)]
     differ = [f"{k} {getattr(source, k)} in the checkpoint, {getattr(encoder, k)} in the config"
               for k in keys if getattr(source, k) != getattr(encoder, k)]
     if differ:
@@ -87,7 +87,7 @@ def load_pretrained_encoder(encoder: modeling.Encoder, path: str) -> str:
             f"(model_size, embedding_size, vocab_size, model_hparam_overrides): "
             f"{', '.join(differ)}")
     modeling.build_once(encoder)
-    targets = checkpoints.encoder_variables(encoder, "electra")
-    for name, variable in checkpoints.encoder_variables(source, "electra").items():
+    targets = checkpoint_names.encoder_variables(encoder, "electra")
+    for name, variable in checkpoint_names.encoder_variables(source, "electra").items():
         targets[name].assign(variable)
     return f"{pretrained.source} ({pretrained.format})"

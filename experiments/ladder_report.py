@@ -586,6 +586,31 @@ def detection_table(lines: Sequence[dict[str, Any]], pretrain: Sequence[dict[str
     return "\n".join(out)
 
 
+# The eval table's columns: the generator's and the detector's levels, and how many of the
+# replaced tokens each reconstructing objective recovers (each objective logs its own).
+EVAL_SHOWN = (("masked_lm_accuracy_at_mask", "generator at [MASK]"),
+              ("disc_auc", "detection AUC"),
+              ("replace_mlm_fake_accuracy", "Replace MLM: replaced tokens recovered"),
+              ("all_tokens_mlm_fake_accuracy", "All-Tokens MLM: replaced tokens recovered"),
+              ("all_tokens_mlm_softmax_fake_accuracy",
+               "All-Tokens MLM's softmax: replaced tokens recovered"),
+              ("copy_probability", "copy probability"))
+
+
+def eval_table(lines: Sequence[dict[str, Any]]) -> str:
+    """A row per checkpoint evaluated with do_eval (eval.jsonl, experiments/checkpoint_eval.py):
+    the EVAL_SHOWN metrics its objective has, "-" for the others."""
+    header = ["model", "objective", "step", "examples"] + [label for _, label in EVAL_SHOWN]
+    out = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for r in sorted(lines, key=lambda r: (rank(r["objective"]), r["step"])):
+        metrics = r["metrics"]
+        out.append(f"| {r['model']} | {NAMES.get(r['objective'], r['objective'])} | {r['step']} "
+                   f"| {metrics.get('num_examples', 0):.0f} | " + " | ".join(
+                       f"{metrics[key]:.3f}" if key in metrics else "-"
+                       for key, _ in EVAL_SHOWN) + " |")
+    return "\n".join(out)
+
+
 def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict[str, float]],
                      path: str) -> None:
     """The trunks' and branches' pretraining scalars against FLOPs, one panel per scalar the
@@ -750,6 +775,15 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "the mean over the seeds' two folds (the lowest and highest fold); the seeds draw "
             "the masking and the generator's samples, and the tokens judged are a seed's "
             "mean.\n\n" + detection_table(detection, pretrain))
+    evaluated = records.read(os.path.join(results_dir, "eval.jsonl"))
+    if evaluated:
+        sections.append(
+            "## Checkpoints evaluated after pretraining\n\n"
+            "Each run's last checkpoint under run_pretraining.py's do_eval (eval.jsonl, "
+            "`experiments/checkpoint_eval.py`): its objective's metrics over the examples "
+            "shown, from the training files, with dropout off (the curves above are logged "
+            "in training, dropout on). Recovered: the share of the replaced tokens whose "
+            "original the model predicts.\n\n" + eval_table(evaluated))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection))
     table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")

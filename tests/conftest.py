@@ -108,6 +108,24 @@ def save_discriminator(data_dir, model_name: str, config) -> None:
     discriminator.save(data_dir / "models" / model_name / "discriminator.keras")
 
 
+def save_pretraining_run(data_dir, model_name: str, config, step: int) -> None:
+    """A randomly initialised pretraining run where run_pretraining.py leaves one:
+    DATA_DIR/models/NAME/ with its pretrain_config.json and a checkpoint of the model, the
+    optimizer (at `step`) and the random stream, named for `step`."""
+    import tensorflow as tf
+
+    from electra_tf import pretraining
+
+    model_dir = data_dir / "models" / model_name
+    model_dir.mkdir(parents=True)
+    (model_dir / "pretrain_config.json").write_text(config.to_json())
+    special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file))
+    state = pretraining.create_state(config, special, tf.distribute.get_strategy())
+    state.optimizer.iterations.assign(step)
+    tf.train.CheckpointManager(state.checkpoint(), str(model_dir), max_to_keep=1,
+                               checkpoint_name="ckpt").save(checkpoint_number=step)
+
+
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 

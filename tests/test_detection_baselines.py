@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, tiny_config
+from conftest import REPO, save_pretraining_run, tiny_config
 
 sys.path.insert(0, str(REPO / "experiments"))
 import detection_baselines as db  # noqa: E402
@@ -105,17 +105,7 @@ def test_counts_and_pmi_of_hand_counted_text():
 
 
 def test_a_saved_pretraining_run_is_judged_and_its_record_appended(data_dir, tmp_path):
-    from electra_tf import pretraining, resume
-    import tensorflow as tf
-
-    config = tiny_config(data_dir)
-    model_dir = data_dir / "models" / "tiny"
-    model_dir.mkdir(parents=True)
-    (model_dir / "pretrain_config.json").write_text(config.to_json())
-    special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file))
-    state = pretraining.create_state(config, special, tf.distribute.get_strategy())
-    resume.checkpoint(state.model).write(str(model_dir / "ckpt-7"))
-
+    save_pretraining_run(data_dir, "tiny", tiny_config(data_dir), step=7)
     results = tmp_path / "detection.jsonl"
     db.main(["--data_dir", str(data_dir), "--model_name", "tiny", "--batches", "4",
              "--results", str(results)])

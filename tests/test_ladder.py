@@ -784,6 +784,27 @@ def test_the_report_sets_each_discriminator_beside_the_bigram_detector(tmp_path)
             "0.515 (0.500, 0.530) | 0.915 (0.900, 0.930) | 0.945 (0.930, 0.960) |") in text
 
 
+def test_the_report_tabulates_evaluated_checkpoints_with_each_objectives_own_metrics(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = _hand_made(tmp_path)
+    records.append(str(path / "eval.jsonl"), [
+        {"model": "wide_all_tokens_mlm_90", "objective": "all_tokens_mlm", "step": 90,
+         "metrics": {"num_examples": 256.0, "disc_auc": 0.7, "copy_probability": 0.88,
+                     "all_tokens_mlm_fake_accuracy": 0.001,
+                     "all_tokens_mlm_softmax_fake_accuracy": 0.066}},
+        {"model": "wide_electra_90", "objective": "electra", "step": 90,
+         "metrics": {"num_examples": 256.0, "disc_auc": 0.71,
+                     "masked_lm_accuracy_at_mask": 0.0612}}])
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "## Checkpoints evaluated after pretraining" in text
+    rows = [line for line in text.splitlines() if line.startswith("| wide_")]
+    # In the report's order of objectives; a metric the objective does not have is "-".
+    assert rows == ["| wide_electra_90 | ELECTRA | 90 | 256 | 0.061 | 0.710 | - | - | - | - |",
+                    "| wide_all_tokens_mlm_90 | All-Tokens MLM | 90 | 256 | - | 0.700 | - | "
+                    "0.001 | 0.066 | 0.880 |"]
+
+
 def test_the_costs_count_every_kind_of_run_once_and_say_which_went_untimed():
     pretrain = [{"objective": "mlm", "kind": "trunk", "cpu_seconds": 36, "wall_seconds": 18},
                 *[{"objective": "electra", "kind": "trunk", "cpu_seconds": 3600,

@@ -36,6 +36,10 @@ import records  # noqa: E402
 _EVALUATING = re.compile(r"^evaluating \S+ \(step (\d+)\)", re.M)
 
 
+class NothingEvaluated(RuntimeError):
+    """The eval files hold less than one batch: do_eval read no example."""
+
+
 def parse_results(text: str) -> dict[str, float]:
     """run_pretraining.py's results file, `key = value` a line, as {key: value}.
 
@@ -72,6 +76,11 @@ def evaluate(data_dir: str, model_name: str, num_eval_steps: int,
             metrics = parse_results(f.read())
         with open(os.path.join(scratch, "eval_config.json")) as f:
             config = json.load(f)
+    if not metrics.get("num_examples"):
+        raise NothingEvaluated(
+            f"{model_name}: do_eval read no example, its eval_tfrecords "
+            f"({config['eval_tfrecords']}) holding less than one batch of "
+            f"{config['eval_batch_size']}; see {log_path}")
     with open(log_path) as f:
         step = evaluated_step(f.read(), log_path)
     return {"model": model_name, "objective": config["objective"], "step": step,
@@ -105,7 +114,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     log_path = args.log or os.path.join(args.data_dir, "models", args.model_name, "eval.log")
-    record = evaluate(args.data_dir, args.model_name, args.num_eval_steps, log_path)
+    try:
+        record = evaluate(args.data_dir, args.model_name, args.num_eval_steps, log_path)
+    except NothingEvaluated as e:
+        raise SystemExit(f"error: {e}") from None
     records.append(args.results, [record])
     for key, value in sorted(record["metrics"].items()):
         print(f"{key} = {value:.4f}")

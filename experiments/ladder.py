@@ -26,12 +26,13 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
      sweep; every model chooses its rate on dev, and test is reported.
   4. the linear probe (electra_tf.probe) of every rung's frozen discriminator and of random
      weights on every task; for a discriminator that judges every token, what it detects
-     beside bigram counts (experiments/detection_baselines.py).
+     beside bigram counts (experiments/detection_baselines.py); every rung's checkpoint under
+     run_pretraining.py's do_eval (experiments/checkpoint_eval.py).
   5. the report (experiments/ladder_report.py), from the records alone.
 
 Every finished run appends its records to JSON Lines files in --results (default
 experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl,
-detection.jsonl, curves.jsonl (each pretraining piece's logged losses and metrics),
+detection.jsonl, eval.jsonl, curves.jsonl (each pretraining piece's logged losses and metrics),
 baseline.jsonl (the most-frequent-tag tagger, the unigram masked LM) (experiments/records.py);
 and data.json, the SHA-256 of the data they are made on (check_data: a sitting on other data
 stops).
@@ -62,6 +63,7 @@ for path in (REPO, os.path.join(REPO, "experiments")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import checkpoint_eval  # noqa: E402
 import detection_baselines  # noqa: E402
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
@@ -73,6 +75,7 @@ from efficiency import log  # noqa: E402
 
 OBJECTIVES = ("electra", "mlm")
 NONE = "none"  # the objective of the model without pretraining
+EVAL_BATCHES = 100  # checkpoint_eval's batches of the run's eval_batch_size
 # detection_baselines' masking and sampling seeds: their spread is the diagnostic's noise.
 DETECTION_SEEDS = (0, 1, 2)
 FETCH_COMMAND = "python experiments/fetch_corpora.py --out DIR"
@@ -582,14 +585,37 @@ def detect(sitting: Sitting, objective: str, steps: int, model: str) -> None:
             f"{name} {sum(aucs) / len(aucs):.3f}" for name, aucs in record["auc"].items()))
 
 
+def evaluate_checkpoint(sitting: Sitting, steps: int, model: str) -> None:
+    """eval.jsonl: the model's pretraining metrics under do_eval (experiments/checkpoint_eval.py,
+    EVAL_BATCHES batches, dropout off), beside the curves logged in training with dropout on.
+    A diagnostic, as detect's: a model lost with another machine is not made again for it."""
+    from electra_tf import resume
+
+    if sitting.store.has("eval", model=model, step=steps):
+        return
+    if resume.checkpoint_steps(model_dir(sitting, model))[-1:] != [steps]:
+        log(f"{model}: its latest checkpoint here is not step {steps}, so it is not evaluated")
+        return
+    sitting.check_time()
+    try:
+        record = checkpoint_eval.evaluate(sitting.data_dir, model, EVAL_BATCHES,
+                                          os.path.join(sitting.out, "logs", f"eval_{model}.log"))
+    except checkpoint_eval.NothingEvaluated as e:
+        log(f"{model} is not evaluated: {e}")
+        return
+    sitting.store.append("eval", [record])
+    log(f"evaluated {model}'s checkpoint at step {steps} in {record['wall_seconds']} s wall")
+
+
 def evaluate(sitting: Sitting, objective: str, steps: int, flops: float, model: str) -> None:
     """Every task at every learning rate of the sweep, then the probe and, for a
-    discriminator, what it detects."""
+    discriminator, what it detects; then its checkpoint under do_eval."""
     for task in sitting.ladder.tasks:
         for learning_rate in sitting.ladder.budget.finetune_lrs:
             finetune(sitting, objective, steps, flops, model, task, learning_rate)
     probe(sitting, objective, steps, flops, model)
     detect(sitting, objective, steps, model)
+    evaluate_checkpoint(sitting, steps, model)
 
 
 def evaluated(sitting: Sitting, objective: str, steps: int) -> bool:

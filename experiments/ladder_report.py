@@ -398,11 +398,12 @@ def probe_table(lines: Sequence[dict[str, Any]]) -> str:
 
 
 def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str, Any]],
-                probe: Sequence[dict[str, Any]], detection: Sequence[dict[str, Any]]) -> str:
+                probe: Sequence[dict[str, Any]], detection: Sequence[dict[str, Any]],
+                evaluated: Sequence[dict[str, Any]] = ()) -> str:
     """CPU and wall hours per kind of run (a stopped pretraining piece counts what it spent), in
     the order of a run's life: each objective's pretraining in the report's order (trunk, then
-    branch), fine-tuning, probing, judging. Probing and judging discriminators count the runs
-    whose records kept their times."""
+    branch), fine-tuning, probing, judging, evaluating checkpoints. Probing, judging and
+    evaluating count the runs whose records kept their times."""
     cpu: dict[str, float] = collections.defaultdict(float)
     wall: dict[str, float] = collections.defaultdict(float)
     order: dict[str, tuple] = {}
@@ -421,7 +422,8 @@ def costs_table(pretrain: Sequence[dict[str, Any]], finetune: Sequence[dict[str,
     probes = {(r["objective"], r["pretrain_steps"]): r for r in probe}.values()
     for place, (kind, done, prefix) in enumerate(
             (("probing", probes, "run_"),
-             ("judging discriminators against bigram counts", detection, "")), 2):
+             ("judging discriminators against bigram counts", detection, ""),
+             ("evaluating checkpoints under do_eval", evaluated, "")), 2):
         timed = [r for r in done if prefix + "cpu_seconds" in r]
         if timed:
             if len(timed) < len(done):
@@ -784,7 +786,7 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "shown, from the training files, with dropout off (the curves above are logged "
             "in training, dropout on). Recovered: the share of the replaced tokens whose "
             "original the model predicts.\n\n" + eval_table(evaluated))
-    sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection))
+    sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection, evaluated))
     table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")
     written = [table]

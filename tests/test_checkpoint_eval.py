@@ -33,6 +33,15 @@ def test_a_saved_run_is_evaluated_with_its_own_hparams_and_one_record_appended(d
     assert not (data_dir / "models" / "tiny_atm" / "results").exists()
 
 
+def test_files_shorter_than_a_batch_are_an_error_not_an_empty_record(data_dir, tmp_path):
+    save_pretraining_run(data_dir, "tiny", tiny_config(data_dir, eval_batch_size=128), step=3)
+    results = tmp_path / "eval.jsonl"
+    with pytest.raises(SystemExit, match="tiny: do_eval read no example"):
+        checkpoint_eval.main(["--data_dir", str(data_dir), "--model_name", "tiny",
+                              "--num_eval_steps", "2", "--results", str(results)])
+    assert not results.exists()
+
+
 def test_the_log_names_the_evaluated_step_or_the_run_failed():
     assert checkpoint_eval.evaluated_step(
         "restored step 9 from d/ckpt-9\nevaluating d/ckpt-9 (step 9) on up to 3 batches", "x") == 9

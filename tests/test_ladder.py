@@ -292,6 +292,31 @@ def test_a_discriminator_is_judged_against_bigram_counts_once_and_others_never(
     assert [(r["model"], r["seed"]) for r in sitting.store.read("detection")] == judged
 
 
+def test_a_rungs_checkpoint_is_evaluated_once_and_only_at_its_step(tmp_path, monkeypatch):
+    sitting = _sitting(tmp_path)
+    evaluated = []
+    monkeypatch.setattr(ladder.checkpoint_eval, "evaluate", lambda data_dir, model, batches,
+                        log_path: evaluated.append((model, batches)) or {
+                            "model": model, "step": 9, "wall_seconds": 1.0})
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "all_tokens_mlm_9")), 9)
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_12")), 9)
+    ladder.evaluate_checkpoint(sitting, 9, "all_tokens_mlm_9")
+    ladder.evaluate_checkpoint(sitting, 9, "all_tokens_mlm_9")  # recorded: skipped
+    ladder.evaluate_checkpoint(sitting, 12, "electra_12")  # its latest is not the rung's step
+    ladder.evaluate_checkpoint(sitting, 9, "mlm_9")  # no model here: not made for this
+    assert evaluated == [("all_tokens_mlm_9", ladder.EVAL_BATCHES)]
+    assert [r["model"] for r in sitting.store.read("eval")] == ["all_tokens_mlm_9"]
+    # Text shorter than a batch: said, nothing recorded, and the sitting goes on.
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_9")), 9)
+
+    def too_little(*args):
+        raise ladder.checkpoint_eval.NothingEvaluated("electra_9: do_eval read no example")
+
+    monkeypatch.setattr(ladder.checkpoint_eval, "evaluate", too_little)
+    ladder.evaluate_checkpoint(sitting, 9, "electra_9")
+    assert [r["model"] for r in sitting.store.read("eval")] == ["all_tokens_mlm_9"]
+
+
 def _fake_checkpoint(directory: pathlib.Path, step: int, payload: bytes = b"w") -> None:
     """A checkpoint's files as resume.checkpoint_steps and resume.fork see them."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -819,7 +844,8 @@ def test_the_costs_count_every_kind_of_run_once_and_say_which_went_untimed():
              for metric in ("accuracy", "unseen_accuracy")]
     probe.append({"objective": "mlm", "pretrain_steps": 9, "metric": "accuracy"})  # untimed
     detection = [{"seed": seed, "cpu_seconds": 36, "wall_seconds": 18} for seed in (0, 1)]
-    table = ladder_report.costs_table(pretrain, finetune, probe, detection)
+    evaluated = [{"model": "electra_9", "cpu_seconds": 36, "wall_seconds": 18}]
+    table = ladder_report.costs_table(pretrain, finetune, probe, detection, evaluated)
     # In a run's order of life, objectives as the report's other tables list them.
     assert table.splitlines()[2:] == [
         "| pretraining ELECTRA trunk | 2.00 | 1.00 |",
@@ -828,7 +854,8 @@ def test_the_costs_count_every_kind_of_run_once_and_say_which_went_untimed():
         "| fine-tuning pos | 0.40 | 0.20 |",
         "| probing (1 of 2 runs timed) | 0.10 | 0.05 |",
         "| judging discriminators against bigram counts | 0.02 | 0.01 |",
-        "| **total** | 2.55 | 1.27 |"]
+        "| evaluating checkpoints under do_eval | 0.01 | 0.01 |",
+        "| **total** | 2.56 | 1.28 |"]
 
 
 def test_a_reports_title_names_its_ladders_shape_when_the_records_agree_on_one():
@@ -1039,6 +1066,10 @@ def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
     probe = records.read(str(results / "probe.jsonl"))
     assert {(r["objective"], r["pretrain_steps"]) for r in probe} == models
     assert any(r["task"] == "pos" and r["metric"] == "unseen_accuracy" for r in probe)
+    # Every rung's checkpoint under do_eval, or the smoke text too short for a batch, said.
+    evaluated = {r["model"] for r in records.read(str(results / "eval.jsonl"))}
+    assert all(r.name in evaluated or f"{r.name} is not evaluated: " in first.stdout
+               for c in climbs for r in c.rungs), first.stdout[-3000:]
     detection = records.read(str(results / "detection.jsonl"))  # ELECTRA's discriminators
     assert sorted((r["model"], r["step"], r["seed"]) for r in detection) == sorted(
         (r.name, r.steps, seed) for c in climbs if c.objective == "electra" for r in c.rungs

@@ -4,9 +4,10 @@ appended to a JSON Lines file as one record.
   python experiments/checkpoint_eval.py --data_dir DATA_DIR --model_name NAME
       [--num_eval_steps 100] --results experiments/results/LADDER/eval.jsonl
 
-run_pretraining.py takes every hparam the command does not give from the run's own
-pretrain_config.json, so this gives only do_train false, do_eval true, num_eval_steps and a
-results file of its own. The metrics are those of the run's objective over num_eval_steps
+DATA_DIR is a local directory. run_pretraining.py takes every hparam the command does not give
+from the run's own pretrain_config.json, so this gives only do_train false, do_eval true,
+num_eval_steps and a results file of its own (do_eval writes nothing into the run's directory).
+The metrics are those of the run's objective over num_eval_steps
 batches of its eval_tfrecords (the training files unless the run set others) with dropout off,
 where the training logs them with dropout on. That is how the softmax of All-Tokens MLM was
 measured at the replaced tokens (`all_tokens_mlm_softmax_fake_accuracy`, a metric its run did
@@ -33,7 +34,7 @@ import efficiency  # noqa: E402
 import records  # noqa: E402
 
 # run_pretraining.py's line naming what it evaluates, the checkpoint's step in it.
-_EVALUATING = re.compile(r"^evaluating \S+ \(step (\d+)\)", re.M)
+_EVALUATING = re.compile(r"^evaluating .+ \(step (\d+)\) on up to ", re.M)
 
 
 class NothingEvaluated(RuntimeError):
@@ -62,9 +63,26 @@ def evaluated_step(log: str, log_path: str) -> int:
     return int(found.group(1))
 
 
+def under(data_dir: str, patterns: str) -> str:
+    """Comma-separated file patterns, relative to data_dir when all of them lie in it (so that
+    records read alike on every machine), else as given.
+
+    >>> under("/d", "/d/pretrain_tfrecords/pretrain_data.tfrecord*")
+    'pretrain_tfrecords/pretrain_data.tfrecord*'
+    >>> under("/d", "/d/a*,gs://b/c*")
+    '/d/a*,gs://b/c*'
+    """
+    prefix = data_dir.rstrip("/") + "/"
+    parts = [p.strip() for p in patterns.split(",")]
+    if all(p.startswith(prefix) for p in parts):
+        return ",".join(p[len(prefix):] for p in parts)
+    return patterns
+
+
 def evaluate(data_dir: str, model_name: str, num_eval_steps: int,
              log_path: str) -> dict[str, Any]:
-    """Runs do_eval on the model's latest checkpoint; returns the record."""
+    """Runs do_eval on the model's latest checkpoint; returns the record. data_dir is local
+    and absolute (run_pretraining.py runs in the repository)."""
     with tempfile.TemporaryDirectory() as scratch:
         results_txt = os.path.join(scratch, "results.txt")
         hparams = {"do_train": False, "do_eval": True, "num_eval_steps": num_eval_steps,
@@ -83,9 +101,10 @@ def evaluate(data_dir: str, model_name: str, num_eval_steps: int,
             f"{config['eval_batch_size']}; see {log_path}")
     with open(log_path) as f:
         step = evaluated_step(f.read(), log_path)
-    return {"model": model_name, "objective": config["objective"], "step": step,
+    return {"model": model_name, "objective": config["objective"],
+            "objective_hparam": config["objective"], "step": step,
             "num_eval_steps": num_eval_steps, "eval_batch_size": config["eval_batch_size"],
-            "eval_tfrecords": os.path.relpath(config["eval_tfrecords"], data_dir),
+            "eval_tfrecords": under(data_dir, config["eval_tfrecords"]),
             "training": False, "metrics": metrics, **usage}
 
 
@@ -102,6 +121,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="run_pretraining.py's output (default: eval.log in the run's "
                              "directory, DATA_DIR/models/NAME)")
     args = parser.parse_args(argv)
+    args.data_dir = os.path.abspath(args.data_dir)  # the run starts in the repository
     if args.num_eval_steps < 1:
         parser.error(f"--num_eval_steps must be at least 1, got {args.num_eval_steps}")
     model_dir = os.path.join(args.data_dir, "models", args.model_name)

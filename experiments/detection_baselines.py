@@ -320,10 +320,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    from electra_tf.data import InputError
+
     try:
         record = judge(args.data_dir, args.model_name, args.step, args.batches,
                        args.batch_size, args.seed)
-    except TooLittleText as e:
+    except (TooLittleText, InputError) as e:
         raise SystemExit(f"error: {e}") from None
     records.append(args.results, [record])
     for name, values in record["auc"].items():

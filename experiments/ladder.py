@@ -585,10 +585,12 @@ def detect(sitting: Sitting, objective: str, steps: int, model: str) -> None:
             f"{name} {sum(aucs) / len(aucs):.3f}" for name, aucs in record["auc"].items()))
 
 
-def evaluate_checkpoint(sitting: Sitting, steps: int, model: str) -> None:
+def evaluate_checkpoint(sitting: Sitting, objective: str, steps: int, model: str) -> None:
     """eval.jsonl: the model's pretraining metrics under do_eval (experiments/checkpoint_eval.py,
-    EVAL_BATCHES batches, dropout off), beside the curves logged in training with dropout on.
-    A diagnostic, as detect's: a model lost with another machine is not made again for it."""
+    EVAL_BATCHES batches, dropout off), beside the curves logged in training with dropout on;
+    its `objective` is the ladder's name for it (a variant's, as in the other records), its
+    `objective_hparam` the run's hparam. A diagnostic, as detect's: a model lost with another machine
+    is not made again for it."""
     from electra_tf import resume
 
     if sitting.store.has("eval", model=model, step=steps):
@@ -603,7 +605,10 @@ def evaluate_checkpoint(sitting: Sitting, steps: int, model: str) -> None:
     except checkpoint_eval.NothingEvaluated as e:
         log(f"{model} is not evaluated: {e}")
         return
-    sitting.store.append("eval", [record])
+    if record["step"] != steps:  # the checkpoint at `steps` could not be read
+        log(f"{model} is not evaluated: do_eval restored step {record['step']}, not {steps}")
+        return
+    sitting.store.append("eval", [{**record, "objective": objective}])
     log(f"evaluated {model}'s checkpoint at step {steps} in {record['wall_seconds']} s wall")
 
 
@@ -615,7 +620,7 @@ def evaluate(sitting: Sitting, objective: str, steps: int, flops: float, model: 
             finetune(sitting, objective, steps, flops, model, task, learning_rate)
     probe(sitting, objective, steps, flops, model)
     detect(sitting, objective, steps, model)
-    evaluate_checkpoint(sitting, steps, model)
+    evaluate_checkpoint(sitting, objective, steps, model)
 
 
 def evaluated(sitting: Sitting, objective: str, steps: int) -> bool:

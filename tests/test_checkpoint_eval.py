@@ -16,6 +16,8 @@ def test_a_saved_run_is_evaluated_with_its_own_hparams_and_one_record_appended(d
                                                                                tmp_path):
     save_pretraining_run(data_dir, "tiny_atm", tiny_config(data_dir, objective="all_tokens_mlm",
                                                            eval_batch_size=4), step=7)
+    run = data_dir / "models" / "tiny_atm"
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
     results = tmp_path / "eval.jsonl"
     checkpoint_eval.main(["--data_dir", str(data_dir), "--model_name", "tiny_atm",
                           "--num_eval_steps", "3", "--results", str(results)])
@@ -23,14 +25,18 @@ def test_a_saved_run_is_evaluated_with_its_own_hparams_and_one_record_appended(d
     # Nothing but do_eval and the step count was given: the objective, its metrics and the
     # batch size are the saved run's.
     assert record["model"] == "tiny_atm" and record["step"] == 7
-    assert record["objective"] == "all_tokens_mlm" and record["eval_batch_size"] == 4
+    assert record["objective"] == record["objective_hparam"] == "all_tokens_mlm"
+    assert record["eval_batch_size"] == 4
     assert record["metrics"]["num_examples"] == 12
     assert 0 <= record["metrics"]["all_tokens_mlm_softmax_fake_accuracy"] <= 1
     assert record["eval_tfrecords"] == "pretrain_tfrecords/pretrain_data.tfrecord*"
     assert record["wall_seconds"] > 0 and record["cpu_seconds"] > 0
-    assert (data_dir / "models" / "tiny_atm" / "eval.log").exists()
-    # Its results went to a scratch file, not over the run's own results.
-    assert not (data_dir / "models" / "tiny_atm" / "results").exists()
+    # The run's directory is as it was, but for the log beside it: its results went to a
+    # scratch file, and do_eval rewrote no config and touched no checkpoint.
+    after = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert "eval.log" in after
+    del after["eval.log"]
+    assert after == before
 
 
 def test_files_shorter_than_a_batch_are_an_error_not_an_empty_record(data_dir, tmp_path):
@@ -45,6 +51,8 @@ def test_files_shorter_than_a_batch_are_an_error_not_an_empty_record(data_dir, t
 def test_the_log_names_the_evaluated_step_or_the_run_failed():
     assert checkpoint_eval.evaluated_step(
         "restored step 9 from d/ckpt-9\nevaluating d/ckpt-9 (step 9) on up to 3 batches", "x") == 9
+    assert checkpoint_eval.evaluated_step(  # a path with a space
+        "evaluating /my runs/ckpt-4 (step 4) on up to 3 batches of 8 examples", "x") == 4
     with pytest.raises(RuntimeError, match="x.log names no evaluated checkpoint"):
         checkpoint_eval.evaluated_step("training ...", "x.log")
 

@@ -130,3 +130,15 @@ def test_flags_are_checked_before_any_model_is_read():
     with pytest.raises(SystemExit):
         db.parse_args(["--data_dir", "d", "--model_name", "m", "--results", "r",
                        "--batches", "2"])
+
+
+def test_a_build_whose_move_was_interrupted_is_refused_with_an_error_line(data_dir, tmp_path):
+    from electra_tf import data
+
+    save_pretraining_run(data_dir, "tiny", tiny_config(data_dir), step=7)
+    (data_dir / "pretrain_tfrecords" / "incomplete").mkdir()
+    (data_dir / "pretrain_tfrecords" / data.PUBLISHING_SUMMARY).write_text("{}")
+    with pytest.raises(SystemExit, match="^error: .*interrupted"):
+        db.main(["--data_dir", str(data_dir), "--model_name", "tiny", "--batches", "4",
+                 "--results", str(tmp_path / "detection.jsonl")])
+    assert not (tmp_path / "detection.jsonl").exists()

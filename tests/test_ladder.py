@@ -295,26 +295,40 @@ def test_a_discriminator_is_judged_against_bigram_counts_once_and_others_never(
 def test_a_rungs_checkpoint_is_evaluated_once_and_only_at_its_step(tmp_path, monkeypatch):
     sitting = _sitting(tmp_path)
     evaluated = []
-    monkeypatch.setattr(ladder.checkpoint_eval, "evaluate", lambda data_dir, model, batches,
-                        log_path: evaluated.append((model, batches)) or {
-                            "model": model, "step": 9, "wall_seconds": 1.0})
-    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "all_tokens_mlm_9")), 9)
-    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_12")), 9)
-    ladder.evaluate_checkpoint(sitting, 9, "all_tokens_mlm_9")
-    ladder.evaluate_checkpoint(sitting, 9, "all_tokens_mlm_9")  # recorded: skipped
-    ladder.evaluate_checkpoint(sitting, 12, "electra_12")  # its latest is not the rung's step
-    ladder.evaluate_checkpoint(sitting, 9, "mlm_9")  # no model here: not made for this
-    assert evaluated == [("all_tokens_mlm_9", ladder.EVAL_BATCHES)]
-    assert [r["model"] for r in sitting.store.read("eval")] == ["all_tokens_mlm_9"]
+
+    def evaluate(data_dir, model, batches, log_path):
+        evaluated.append((model, batches))
+        step = 8 if model == "electra_w1_9" else 9  # its checkpoint at 9 could not be read
+        return {"model": model, "objective": "electra", "objective_hparam": "electra",
+                "step": step, "wall_seconds": 1.0}
+
+    monkeypatch.setattr(ladder.checkpoint_eval, "evaluate", evaluate)
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_half_9")), 9)
+    ladder.evaluate_checkpoint(sitting, "electra_half", 9, "electra_half_9")
+    ladder.evaluate_checkpoint(sitting, "electra_half", 9, "electra_half_9")  # recorded
+    # Not evaluated: a latest checkpoint past the rung's step, or before it; no model here.
+    for model, kept in (("electra_9", (9, 12)), ("electra_12", (9,))):
+        for step in kept:
+            _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, model)), step)
+    ladder.evaluate_checkpoint(sitting, "electra", 9, "electra_9")
+    ladder.evaluate_checkpoint(sitting, "electra", 12, "electra_12")
+    ladder.evaluate_checkpoint(sitting, "mlm", 9, "mlm_9")
+    assert evaluated == [("electra_half_9", ladder.EVAL_BATCHES)]
+    # The record names the variant as the ladder's other records do, and the run's objective.
+    record, = sitting.store.read("eval")
+    assert (record["objective"], record["objective_hparam"]) == ("electra_half", "electra")
+    # do_eval fell back to an older checkpoint: nothing recorded.
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_w1_9")), 9)
+    ladder.evaluate_checkpoint(sitting, "electra_w1", 9, "electra_w1_9")
     # Text shorter than a batch: said, nothing recorded, and the sitting goes on.
-    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_9")), 9)
+    _fake_checkpoint(pathlib.Path(ladder.model_dir(sitting, "electra_15_9")), 9)
 
     def too_little(*args):
-        raise ladder.checkpoint_eval.NothingEvaluated("electra_9: do_eval read no example")
+        raise ladder.checkpoint_eval.NothingEvaluated("electra_15_9: do_eval read no example")
 
     monkeypatch.setattr(ladder.checkpoint_eval, "evaluate", too_little)
-    ladder.evaluate_checkpoint(sitting, 9, "electra_9")
-    assert [r["model"] for r in sitting.store.read("eval")] == ["all_tokens_mlm_9"]
+    ladder.evaluate_checkpoint(sitting, "electra_15", 9, "electra_15_9")
+    assert [r["model"] for r in sitting.store.read("eval")] == ["electra_half_9"]
 
 
 def _fake_checkpoint(directory: pathlib.Path, step: int, payload: bytes = b"w") -> None:
@@ -1079,7 +1093,8 @@ def test_smoke_ladder_runs_the_pipeline_and_resumes(ladder_shared, tmp_path):
     assert (tmp_path / "report" / "ladder_curve.png").stat().st_size > 0
 
     second = run_script(*command, timeout=600)  # everything is recorded: nothing reruns
-    assert not re.search(r"^\[[\d:]+\] (pretraining|fine-tuning|probed) ", second.stdout,
+    assert not re.search(r"^\[[\d:]+\] (pretraining|fine-tuning|probed|evaluated) ",
+                         second.stdout,
                          re.MULTILINE), second.stdout
     assert records.read(str(results / "finetune.jsonl")) == finetune
     assert re.search(r"the ladder is done", second.stdout)

@@ -589,8 +589,8 @@ def evaluate_checkpoint(sitting: Sitting, objective: str, steps: int, model: str
     """eval.jsonl: the model's pretraining metrics under do_eval (experiments/checkpoint_eval.py,
     EVAL_BATCHES batches, dropout off), beside the curves logged in training with dropout on;
     its `objective` is the ladder's name for it (a variant's, as in the other records), its
-    `objective_hparam` the run's hparam. A diagnostic, as detect's: a model lost with another machine
-    is not made again for it."""
+    `objective_hparam` the run's hparam. A diagnostic, as detect's: a model lost with another
+    machine is not made again for it."""
     from electra_tf import resume
 
     if sitting.store.has("eval", model=model, step=steps):

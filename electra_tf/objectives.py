@@ -347,11 +347,11 @@ class AllTokensMLM(Objective):
             [tf.where(copyable, log_copy, -math.inf), log_generate + log_q]), axis=0)
         weights = tf.cast(batch.input_mask, tf.float32)
         loss = -tf.reduce_sum(weights * log_p) / (1e-6 + tf.reduce_sum(weights))
+        best = tf.argmax(logits, -1, output_type=tf.int32)  # the softmax's own prediction
         return loss, {"all_tokens_mlm_loss": loss,
-                      "all_tokens_mlm_preds": _mixture_argmax(logits, replaced_logits,
+                      "all_tokens_mlm_preds": _mixture_argmax(logits, best, replaced_logits,
                                                               corrupted.input_ids),
-                      "all_tokens_mlm_softmax_preds": tf.argmax(logits, -1,
-                                                                output_type=tf.int32),
+                      "all_tokens_mlm_softmax_preds": best,
                       **_detection_outputs(corrupted.labels, replaced_logits, weights)}
 
     @classmethod
@@ -381,12 +381,12 @@ class MaskedLM(Objective):
         return step.encoder("masked LM") + step.mlm_head("masked LM", step.predictions)
 
 
-def _mixture_argmax(logits, replaced_logits, input_ids):
+def _mixture_argmax(logits, best, replaced_logits, input_ids):
     """The most probable token of D [x = input] + (1 - D) softmax(logits): the input token
-    when its mixture probability beats the softmax's best (times 1 - D)."""
+    when its mixture probability beats the softmax's best (`best`, the logits' argmax, times
+    1 - D)."""
     probs = tf.nn.softmax(logits)
     copy = tf.sigmoid(-replaced_logits)
-    best = tf.argmax(logits, -1, output_type=tf.int32)
     p_best = (1.0 - copy) * tf.reduce_max(probs, -1)
     p_input = copy + (1.0 - copy) * tf.gather(probs, input_ids, batch_dims=2)
     return tf.stop_gradient(tf.where(p_input >= p_best, input_ids, best))

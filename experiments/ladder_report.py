@@ -526,7 +526,7 @@ PRETRAINING_SHOWN = (("masked_lm_loss", "masked-LM loss (nats)"),
 
 def pretraining_baselines(lines: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """The masked-LM loss and accuracy of the masked LMs that read no context (baseline.jsonl,
-    task pretraining; experiments/ladder.py, record_unigram_baseline), by baseline."""
+    task pretraining; experiments/ladder_data.py, record_unigram_baseline), by baseline."""
     baselines: dict[str, dict[str, float]] = {}
     for r in lines:
         if r["task"] == "pretraining":

@@ -1,6 +1,7 @@
-"""experiments/ladder.py: the corpus without the held-out Brown files, the plan (log-spaced
-budgets, equal FLOPs, forks), the records (atomic appends, torn lines), resuming from the
-records, the decision rule on hand-made records, and the smoke ladder end to end (slow)."""
+"""experiments/ladder.py (with its ladder_data.py and ladder_records.py): the corpus without the
+held-out Brown files, the plan (log-spaced budgets, equal FLOPs, forks), the records (atomic
+appends, torn lines), resuming from the records, the decision rule on hand-made records, and the
+smoke ladder end to end (slow)."""
 
 import dataclasses
 import json
@@ -19,6 +20,8 @@ import downstream  # noqa: E402
 import efficiency  # noqa: E402
 import efficiency_plan  # noqa: E402
 import ladder  # noqa: E402
+import ladder_data  # noqa: E402
+import ladder_records  # noqa: E402
 import ladder_report  # noqa: E402
 import records  # noqa: E402
 
@@ -59,7 +62,7 @@ def test_corpus_holds_the_train_brown_files_as_plain_text_and_never_dev_or_test(
 
 
 def test_the_corpus_directory_holds_only_the_text_the_builders_read(ladder_shared, tmp_path):
-    corpus = ladder.build_corpus(str(tmp_path), str(ladder_shared))
+    corpus = ladder_data.build_corpus(str(tmp_path), str(ladder_shared))
     assert sorted(p.name for p in pathlib.Path(corpus).iterdir()) == [
         "brown_train.txt", "enwiki_sample.txt", "python3.11-doc.txt"]
     summary = json.loads((tmp_path / "corpus_summary.json").read_text())
@@ -102,7 +105,7 @@ def test_brown_paragraphs_join_a_paragraphs_sentences_and_drop_the_tags(tmp_path
 
 def test_missing_shared_data_names_the_fetch_command(tmp_path):
     with pytest.raises(SystemExit) as stopped:
-        ladder.check_shared_data(str(tmp_path))
+        ladder_data.check_shared_data(str(tmp_path))
     message = str(stopped.value)
     assert "\n" not in message and "lacks corpora/brown_tagged/ca01 (and 3 more)" in message
     assert "python experiments/fetch_corpora.py --out DIR" in message
@@ -242,7 +245,7 @@ def test_records_append_read_and_repair_a_torn_last_line(tmp_path, capsys):
 
 def _sitting(tmp_path, deadline=None):
     return ladder.Sitting(ladder.LADDERS["smoke"], str(tmp_path / "nonexistent_data"),
-                          str(tmp_path / "out"), ladder.Store(str(tmp_path / "results")),
+                          str(tmp_path / "out"), ladder_records.Store(str(tmp_path / "results")),
                           deadline)
 
 
@@ -382,7 +385,7 @@ def test_a_trunk_is_saved_with_the_records_and_continued_from_there_on_another_m
     ladder.save_trunk(sitting, electra)  # replaces the saved step 3
     saved = pathlib.Path(ladder.trunk_snapshot(sitting, electra))
     assert resume.checkpoint_steps(str(saved)) == [7]
-    assert json.loads((saved / "data.json").read_text()) == ladder.data_fingerprint(
+    assert json.loads((saved / "data.json").read_text()) == ladder_data.data_fingerprint(
         sitting.data_dir)
     assert sorted(p.name for p in saved.parent.iterdir()) == ["electra"]  # no staging left
 
@@ -410,16 +413,16 @@ def test_data_built_again_must_be_the_data_the_records_were_made_on(tmp_path):
     data, results = _data(tmp_path / "data"), tmp_path / "results"
     (data / "finetuning_data" / "pos").mkdir(parents=True)
     (data / "finetuning_data" / "pos" / "train.txt").write_text("The/at dog/nn\n")
-    ladder.check_data(str(results), str(data))
+    ladder_data.check_data(str(results), str(data))
     saved = json.loads((results / "data.json").read_text())
     assert sorted(saved) == ["finetuning_data/pos/train.txt",
                              "pretrain_tfrecords/pretrain_data.tfrecord-0-of-1", "vocab.txt"]
-    ladder.check_data(str(results), str(data))  # the same data: nothing to say
+    ladder_data.check_data(str(results), str(data))  # the same data: nothing to say
     (data / "finetuning_data" / "pos" / "train.txt").write_text("The/at cat/nn\n")
     with pytest.raises(SystemExit, match=r"is not the data the records in .* were made on "
                                          r"\(1 file\(s\) differ .*e\.g\. finetuning_data/pos/"
                                          r"train\.txt\).*--results DIR"):
-        ladder.check_data(str(results), str(data))
+        ladder_data.check_data(str(results), str(data))
     assert json.loads((results / "data.json").read_text()) == saved  # left as it was
 
 
@@ -508,12 +511,12 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
                                             ("segment_ids", [0] * 8))}
             writer.write(tf.train.Example(features=tf.train.Features(
                 feature=feature)).SerializeToString())
-    store = ladder.Store(str(tmp_path / "results"))
-    ladder.record_unigram_baseline(store, str(data), 8)
-    ladder.record_unigram_baseline(store, str(data), 8)  # a rerun appends nothing
+    store = ladder_records.Store(str(tmp_path / "results"))
+    ladder_data.record_unigram_baseline(store, str(data), 8)
+    ladder_data.record_unigram_baseline(store, str(data), 8)  # a rerun appends nothing
     scores = ladder_report.pretraining_baselines(store.read("baseline"))
     assert len(store.read("baseline")) == 6
-    unigram = scores[ladder.UNIGRAM]
+    unigram = scores[ladder_data.UNIGRAM]
     assert unigram["masked_lm_accuracy"] == pytest.approx(0.8)
     assert unigram["masked_lm_loss"] == pytest.approx(-(0.8 * math.log(0.8)
                                                         + 0.2 * math.log(0.2)))
@@ -521,7 +524,7 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
     # of the first row and the a, a of the second (an a 5 times in 6); a [MASK] there 85% of
     # the time. The copies are right; a [MASK] is right when it hides an a.
     from electra_tf.masking import REPLACE_WITH_MASK_PROB as MASKED
-    kept = scores[ladder.KEPT_OR_UNIGRAM]
+    kept = scores[ladder_data.KEPT_OR_UNIGRAM]
     assert kept["masked_lm_accuracy"] == pytest.approx(1 - MASKED + MASKED * 5 / 6, abs=0.03)
     assert kept["masked_lm_loss"] == pytest.approx(
         MASKED * (5 / 6 * -math.log(0.8) + 1 / 6 * -math.log(0.2)), abs=0.03)
@@ -530,16 +533,17 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
     assert kept["masked_lm_accuracy_at_mask"] == pytest.approx(5 / 6, abs=0.04)
     # Records of the two first metrics alone (before the third was measured) get the third.
     first = [r for r in store.read("baseline") if r["metric"] != "masked_lm_accuracy_at_mask"]
-    older = ladder.Store(str(tmp_path / "older"))
+    older = ladder_records.Store(str(tmp_path / "older"))
     older.append("baseline", first)
-    ladder.record_unigram_baseline(older, str(data), 8)
+    ladder_data.record_unigram_baseline(older, str(data), 8)
     assert sorted(older.read("baseline"), key=str) == sorted(store.read("baseline"), key=str)
     # It reads the files as pretraining does: not a build whose move was interrupted.
     from electra_tf import data as data_lib
     (data / "pretrain_tfrecords" / "incomplete").mkdir()
     (data / "pretrain_tfrecords" / data_lib.PUBLISHING_SUMMARY).write_text("{}")
     with pytest.raises(data_lib.InputError, match="interrupted"):
-        ladder.record_unigram_baseline(ladder.Store(str(tmp_path / "new")), str(data), 8)
+        ladder_data.record_unigram_baseline(ladder_records.Store(str(tmp_path / "new")), str(data),
+                                            8)
 
 
 def test_finetune_and_probe_lines_carry_every_field():
@@ -947,10 +951,11 @@ def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram
         {"task": "pretraining", "baseline": name, "split": "train", "metric": metric,
          "score": score}
         for name, metric, score in (
-            (ladder.UNIGRAM, "masked_lm_loss", 6.2), (ladder.UNIGRAM, "masked_lm_accuracy", 0.05),
-            (ladder.UNIGRAM, "masked_lm_accuracy_at_mask", 0.05),
-            (ladder.KEPT_OR_UNIGRAM, "masked_lm_loss", 5.3),
-            (ladder.KEPT_OR_UNIGRAM, "masked_lm_accuracy", 0.19))])
+            (ladder_data.UNIGRAM, "masked_lm_loss", 6.2),
+            (ladder_data.UNIGRAM, "masked_lm_accuracy", 0.05),
+            (ladder_data.UNIGRAM, "masked_lm_accuracy_at_mask", 0.05),
+            (ladder_data.KEPT_OR_UNIGRAM, "masked_lm_loss", 5.3),
+            (ladder_data.KEPT_OR_UNIGRAM, "masked_lm_accuracy", 0.19))])
     written = ladder_report.write(str(path), str(tmp_path / "report"))
     assert pathlib.Path(written[-1]).name == "ladder_pretraining.png"
     assert pathlib.Path(written[-1]).stat().st_size > 0
@@ -1036,9 +1041,9 @@ def test_the_baselines_are_recorded_once_from_the_pos_task_files(tmp_path):
               "dev": "The DET\nfox NOUN\n", "test": "Dogs NOUN\nrun VERB\n"}
     for split, text in splits.items():
         (data / "finetuning_data" / "pos" / f"{split}.txt").write_text(text)
-    store = ladder.Store(str(tmp_path / "results"))
-    ladder.record_baselines(store, str(data))
-    ladder.record_baselines(store, str(data))  # a rerun appends nothing
+    store = ladder_records.Store(str(tmp_path / "results"))
+    ladder_data.record_baselines(store, str(data))
+    ladder_data.record_baselines(store, str(data))  # a rerun appends nothing
     scores = {(r["split"], r["metric"]): r["score"] for r in store.read("baseline")}
     assert len(store.read("baseline")) == 4
     # NOUN and DET are tied at 2 in train: the smaller name, DET, is the repeatable choice.

@@ -51,7 +51,8 @@ import efficiency  # noqa: E402
 import efficiency_plan  # noqa: E402
 import ladder  # noqa: E402
 import ladder_records  # noqa: E402
-from ladder_report import NAMES, draw_no_context, pretraining_baselines  # noqa: E402
+from ladder_report import draw_no_context, pretraining_baselines  # noqa: E402
+from ladder_verdicts import NAMES  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from efficiency import log  # noqa: E402

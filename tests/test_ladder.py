@@ -23,6 +23,7 @@ import ladder  # noqa: E402
 import ladder_data  # noqa: E402
 import ladder_records  # noqa: E402
 import ladder_report  # noqa: E402
+import ladder_verdicts  # noqa: E402
 import records  # noqa: E402
 
 BROWN = pathlib.Path(__file__).parent / "data" / "brown_tagged"
@@ -612,11 +613,11 @@ def _hand_made(tmp_path):
 
 def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     path = _hand_made(tmp_path)
-    scores = ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
+    scores = ladder_verdicts.select(records.read(str(path / "finetune.jsonl")), "pos",
                                   "unseen_accuracy")
     assert scores[("none", 0)].learning_rate == 1e-3  # chosen on dev, not test
     assert scores[("none", 0)].median == 32
-    rows = ladder_report.verdicts(scores)
+    rows = ladder_verdicts.verdicts(scores)
     assert [round(v.flops / 1e13) for v in rows] == [1, 2, 4]
     first, second, third = rows
     assert first.better.objective == "mlm" and first.transfers
@@ -640,14 +641,14 @@ def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     worse = {key: dataclasses.replace(value, test=[t - 30 for t in value.test])
              if key[0] == "mlm" else value for key, value in scores.items()
              if key[0] != "electra"}
-    assert ladder_report.verdicts(worse)[0].transfer_verdict == "hurts"
+    assert ladder_verdicts.verdicts(worse)[0].transfer_verdict == "hurts"
 
 
 def _hand_made_and(tmp_path, lines):
     """The hand-made records and `lines`: their folder and pos unseen-word scores."""
     path = _hand_made(tmp_path)
     records.append(str(path / "finetune.jsonl"), lines)
-    return path, ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
+    return path, ladder_verdicts.select(records.read(str(path / "finetune.jsonl")), "pos",
                                       "unseen_accuracy")
 
 
@@ -657,7 +658,7 @@ def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tm
     _, scores = _hand_made_and(
         tmp_path, _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
         + _runs("electra_half", 180, 2.01e13, 1e-3, [45] * 5, [44, 45, 46, 47, 51]))
-    first, second, third = ladder_report.verdicts(scores)
+    first, second, third = ladder_verdicts.verdicts(scores)
     assert set(first.models) == set(second.models) == {"electra", "electra_half", "mlm"}
     # The rule's transfer verdict still chooses between ELECTRA and BERT as written.
     assert first.better.objective == "mlm" and first.transfer_p == pytest.approx(0.0079, abs=1e-4)
@@ -683,7 +684,7 @@ def test_an_exact_tie_for_the_transfer_verdict_goes_to_electra(tmp_path):
     # whichever of the two has fewer FLOPs.
     _, scores = _hand_made_and(tmp_path, _runs("electra", 400, 4.005e13, 1e-3, [35] * 5,
                                                [33, 36, 34, 35, 30]))
-    assert ladder_report.verdicts(scores)[2].better.objective == "electra"
+    assert ladder_verdicts.verdicts(scores)[2].better.objective == "electra"
 
 
 def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
@@ -692,9 +693,9 @@ def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
     path, scores = _hand_made_and(
         tmp_path, _runs("replace_mlm", 200, 2.05e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
         + _runs("all_tokens_mlm", 200, 2.5e13, 1e-3, [50] * 5, [50, 52, 51, 53, 55]))
-    assert [set(v.models) for v in ladder_report.verdicts(scores)] == [
+    assert [set(v.models) for v in ladder_verdicts.verdicts(scores)] == [
         {"electra", "mlm"}, {"electra", "mlm"}, {"mlm"}]
-    row, = ladder_report.table5(scores)
+    row, = ladder_verdicts.table5(scores)
     assert row.steps == row.reference_scores.pretrain_steps == 200
     assert set(row.models) == {"replace_mlm", "all_tokens_mlm"}
     assert row.against_reference["replace_mlm"].verdict == "ELECTRA"
@@ -719,10 +720,10 @@ def test_a_model_whose_sweep_is_half_done_is_left_out_and_named(tmp_path):
               if line["seed"] < 3]  # two seeds missing
     path, scores = _hand_made_and(tmp_path, lines)
     every = records.read(str(path / "finetune.jsonl"))
-    assert ladder_report.incomplete(every, "pos", "unseen_accuracy") == [
+    assert ladder_verdicts.incomplete(every, "pos", "unseen_accuracy") == [
         ("electra_15", 200), ("replace_mlm", 200)]
     assert ("electra_15", 200) not in scores and ("replace_mlm", 200) not in scores
-    assert ladder_report.table5(scores) == []
+    assert ladder_verdicts.table5(scores) == []
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "## Table 5 at ELECTRA's steps" not in text
@@ -747,7 +748,7 @@ def test_a_table5_objective_ahead_of_electra_is_shown_and_collapses_are_named(tm
         tmp_path, _runs("electra_15", 9154, 9e14, 1e-3, [40] * 5, [40] * 5)
         + _runs("electra_15", 10, 1e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
         + _runs("electra_15", 10, 1e13, 1e-3, [24] * 5, [24] * 5, metric="accuracy"))
-    first, second = ladder_report.table5(scores)
+    first, second = ladder_verdicts.table5(scores)
     assert first.steps == 10 and second.steps == 9154 and second.reference_scores is None
     assert first.against_reference["electra_15"].verdict == "ELECTRA 15%"
     assert second.against_reference == {}
@@ -768,7 +769,7 @@ def test_table5_with_the_half_generator_is_compared_with_electra_with_it(tmp_pat
         tmp_path, _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
         + _runs("electra_15_half", 9, 1.04e13, 1e-3, [50] * 5, [50, 51, 52, 53, 54])
         + _runs("electra_15", 10, 1e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44]))
-    quarter, half = ladder_report.table5(scores)
+    quarter, half = ladder_verdicts.table5(scores)
     assert (quarter.reference, quarter.steps, set(quarter.models)) == (
         "electra", 10, {"electra_15"})
     assert (half.reference, half.steps, set(half.models)) == (
@@ -776,7 +777,7 @@ def test_table5_with_the_half_generator_is_compared_with_electra_with_it(tmp_pat
     assert half.reference_scores.objective == "electra_half"
     assert half.against_reference["electra_15_half"].verdict == "ELECTRA, generator 1/2"
     # Neither is in the rule's table; electra_half is, beside BERT at its FLOPs.
-    assert all("electra_15_half" not in v.models for v in ladder_report.verdicts(scores))
+    assert all("electra_15_half" not in v.models for v in ladder_verdicts.verdicts(scores))
     first, second = ladder_report.table5_table([quarter, half]).split("\n\n")[:2]
     assert first.splitlines()[0].startswith("| steps | ELECTRA (FLOPs) | ELECTRA 15% (FLOPs) |")
     assert second.splitlines()[0] == (
@@ -1024,8 +1025,8 @@ def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict
          "metric": metric, "score": score}
         for metric, score in (("accuracy", 23.7), ("unseen_accuracy", 57.9))])
     lines = records.read(str(path / "finetune.jsonl"))
-    rows = ladder_report.verdicts(ladder_report.select(lines, "pos", "unseen_accuracy"))
-    assert [ladder_report.collapsed(v.models, lines, 23.7) for v in rows] == [
+    rows = ladder_verdicts.verdicts(ladder_verdicts.select(lines, "pos", "unseen_accuracy"))
+    assert [ladder_verdicts.collapsed(v.models, lines, 23.7) for v in rows] == [
         ["BERT (MLM) (pos accuracy 23.7 at lr 0.001)"], [], []]
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
@@ -1188,12 +1189,12 @@ def test_the_weight_swapped_variants_are_judged_against_electra(tmp_path):
     _, scores = _hand_made_and(
         tmp_path, _runs("electra_w1", 10, 1e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
         + _runs("replace_mlm_w50", 10, 1.02e13, 1e-3, [31] * 5, [30, 32, 31, 33, 35]))
-    first = ladder_report.verdicts(scores)[0]
+    first = ladder_verdicts.verdicts(scores)[0]
     assert "replace_mlm_w50" not in first.models  # at ELECTRA's steps, not in the rule's table
     assert first.against_electra["electra_w1"].verdict == "ELECTRA, disc_weight 1"
     assert first.against_bert["electra_w1"].verdict == "ELECTRA, disc_weight 1"
     assert "| ELECTRA, disc_weight 1 against ELECTRA (p) |" in \
         ladder_report.verdict_table([first]).splitlines()[0]
-    row, = [r for r in ladder_report.table5(scores) if r.reference == "electra"]
+    row, = [r for r in ladder_verdicts.table5(scores) if r.reference == "electra"]
     assert (row.steps, set(row.models)) == (10, {"replace_mlm_w50"})
     assert row.against_reference["replace_mlm_w50"].verdict == "no difference"

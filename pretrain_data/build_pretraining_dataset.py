@@ -49,7 +49,8 @@ import command_line  # noqa: E402
 from pretrain_data.shard_files import (INCOMPLETE_DIR, discard, prepare_output_dir,  # noqa: E402
                                        publish, shard_name)
 from pretrain_data.text_lines import (MAX_LINE_CHARS, PIECE_CHARS,  # noqa: E402
-                                      UnreadableText, _lines, openwebtext_documents, read_lines)
+                                      UnreadableText, openwebtext_documents, read_lines,
+                                      stripped_lines)
 
 FLAGS = flags.FLAGS
 LINES_PER_BATCH = 4000  # lines tokenized in one call, or fewer when they hold
@@ -235,7 +236,8 @@ def _job_lines(source: dict, mine: list[str], args: dict, rng: random.Random, st
             split=source["split"], shuffle_files=False)
         for example in ds.shard(args["num_jobs"], args["job_id"]).as_numpy_iterator():
             text = example[source["text_key"]].decode("utf-8")
-            yield from (line for line in _lines([text], max_chars, on_split(source["name"]))
+            yield from (line for line in
+                        stripped_lines([text], max_chars, on_split(source["name"]))
                         if line)
             yield ""
         return

@@ -83,8 +83,8 @@ def _split(text: str, final: bool) -> tuple[list[str], str]:
     return [piece for piece in pieces if piece], rest
 
 
-def _lines(texts: Iterable[str], max_line_chars: int = MAX_LINE_CHARS,
-           on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
+def stripped_lines(texts: Iterable[str], max_line_chars: int = MAX_LINE_CHARS,
+                   on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
     """The stripped lines of a text given in pieces. Lines end at "\\n" only and every "\\r"
     is dropped, as in the original's tf.io.gfile iteration (TensorFlow's line reader drops
     them: "foo\\rbar" is the word "foobar"). A line longer than max_line_chars comes as its
@@ -129,13 +129,13 @@ def _lines(texts: Iterable[str], max_line_chars: int = MAX_LINE_CHARS,
 def read_lines(path: str, max_line_chars: int = MAX_LINE_CHARS,
                on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
     """The stripped lines of a UTF-8 text file, decompressed by its extension, read as a stream
-    (over-long lines as pieces, see _lines). Raises UnreadableText where the file stops being
-    readable text, after the lines before."""
+    (over-long lines as pieces, see stripped_lines). Raises UnreadableText where the file stops
+    being readable text, after the lines before."""
     import tensorflow as tf
 
     opener = _DECOMPRESS.get(os.path.splitext(path)[1].lower())
     with tf.io.gfile.GFile(path, "rb") as raw:  # opens at the first read, inside _texts
-        yield from _lines(_texts(opener(raw) if opener else raw), max_line_chars, on_split)
+        yield from stripped_lines(_texts(opener(raw) if opener else raw), max_line_chars, on_split)
 
 
 def openwebtext_documents(path: str, max_line_chars: int,
@@ -143,8 +143,8 @@ def openwebtext_documents(path: str, max_line_chars: int,
                           on_error: Callable[[str, UnreadableText], None]) -> Iterator[list[str]]:
     """The non-blank lines of each document of an OpenWebText archive: a tar (of any
     compression) whose members are text files, themselves plain or .xz. Over-long lines are
-    split as _lines does, on_split(member) telling of them. A document, or the archive, that
-    stops being readable is kept up to there and on_error(where, error) told."""
+    split as stripped_lines does, on_split(member) telling of them. A document, or the archive,
+    that stops being readable is kept up to there and on_error(where, error) told."""
     import tensorflow as tf
 
     offset = 0
@@ -160,7 +160,7 @@ def openwebtext_documents(path: str, max_line_chars: int,
                     stream = lzma.open(stream)
                 lines = []
                 try:
-                    for line in _lines(_texts(stream), max_line_chars, on_split(where)):
+                    for line in stripped_lines(_texts(stream), max_line_chars, on_split(where)):
                         if line:
                             lines.append(line)
                 except UnreadableText as e:

@@ -431,10 +431,11 @@ def test_reading_a_huge_line_holds_a_bounded_part_of_it(tmp_path):
 
 
 def test_lines_of_a_text_read_in_pieces():
+    lines = text_lines.stripped_lines
     text = "first\r\n  second  \n\nthird\n" + "x " * 70 + "\n" + " " * 300 + "\nlast"
     splits = []
-    whole = list(text_lines._lines([text], max_line_chars=120,
-                                   on_split=lambda line, chars: splits.append((line, chars))))
+    whole = list(lines([text], max_line_chars=120,
+                       on_split=lambda line, chars: splits.append((line, chars))))
     assert whole == ["first", "second", "", "third", ("x " * 50).strip(), ("x " * 20).strip(), "",
                      "last"]  # the 300 spaces are a blank line
     assert splits == [(5, 140), (6, 300)]
@@ -442,13 +443,12 @@ def test_lines_of_a_text_read_in_pieces():
     for _ in range(20):  # wherever the reads cut the text, the same lines
         cuts = sorted(rng.sample(range(1, len(text)), 8))
         chunks = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)])]
-        assert list(text_lines._lines(chunks, max_line_chars=120)) == whole
-    assert list(text_lines._lines(["a\nb\n"])) == ["a", "b"]  # a final newline ends a line
-    assert list(text_lines._lines(["\n"])) == [""] and list(text_lines._lines([""])) == []
-    assert list(text_lines._lines(["y" * 250], max_line_chars=120)) == ["y" * 100, "y" * 100,
-                                                                         "y" * 50]
+        assert list(lines(chunks, max_line_chars=120)) == whole
+    assert list(lines(["a\nb\n"])) == ["a", "b"]  # a final newline ends a line
+    assert list(lines(["\n"])) == [""] and list(lines([""])) == []
+    assert list(lines(["y" * 250], max_line_chars=120)) == ["y" * 100, "y" * 100, "y" * 50]
     # Every carriage return is dropped, as TensorFlow's line reader (the original's) drops it.
-    assert list(text_lines._lines(["foo\rbar\nbaz\r", "\nq\r\r\n"])) == ["foobar", "baz", "q"]
+    assert list(lines(["foo\rbar\nbaz\r", "\nq\r\r\n"])) == ["foobar", "baz", "q"]
 
 
 def test_the_default_shard_count_scales_with_the_corpus(tmp_path):

@@ -6,9 +6,10 @@ Resolution order (later wins):
      model's), then the original's debug-mode values when `debug` is true,
   3. the user's `--hparams`.
 
-Unknown keys, wrong types and impossible values fail here, naming the key. What fine-tuning's
-config shares with this one is below it: reading --hparams and its errors in hparam_parsing, the
-transformer's shape (the size presets' and a pretrained model's) in model_shape.
+Unknown keys, wrong types and impossible values fail here, naming the key. Two things that
+fine-tuning's config shares with this one live below it: reading --hparams and its errors in
+hparam_parsing, the transformer's shape (the size presets' and a pretrained model's) in
+model_shape. The rest it shares (TpuHparams, update, check_data_dir ...) is here.
 """
 
 from __future__ import annotations
@@ -353,7 +354,7 @@ def saved_config(saved: dict[str, Any]) -> PretrainingConfig:
     return PretrainingConfig(**{k: v for k, v in saved.items() if k in _FIELDS})
 
 
-# ------------------------------------------------------------------ a pretrained model's shape
+# ------------------------------------------------------------------ continued pretraining
 
 def take_generator(config: PretrainingConfig, user: dict[str, Any], architecture) -> None:
     """Continued pretraining: generator_hidden_size and generator_layers from the pretrained

@@ -1,7 +1,7 @@
 """What every hparam config shares (pretraining's, fine-tuning's, a kind of task's) to read
 --hparams and to fail on a bad value naming the key: ConfigError, require, did_you_mean and
 load_hparams. The bottom of the hparam modules: it imports nothing of electra_tf, so that the
-tasks and the command lines can raise and catch ConfigError without the pretraining config.
+tasks and the command lines raise and catch ConfigError without depending on config.py.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ class ConfigError(ValueError):
 
 
 def require(ok: bool, key: str, message: str) -> None:
+    """Raises ConfigError naming hparam `key` unless `ok`."""
     if not ok:
         raise ConfigError(f"hparam {key!r}: {message}")
 

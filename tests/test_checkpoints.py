@@ -601,10 +601,10 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
                                                         "generator_hidden_size": 0.5})
 
 
-def test_config_imports_no_checkpoints_and_reads_init_checkpoint_through_them():
+def test_the_hparam_modules_import_no_checkpoints_and_read_init_checkpoint_through_them():
     """The hparam modules (config, and model_shape and hparam_parsing below it) are the bottom
-    layer: the checkpoint formats hand model_shape their reader as they load, so that none of
-    them imports them (an import circle before)."""
+    layer: the checkpoint formats hand model_shape their reader of a pretrained architecture as
+    they load, so that no hparam module imports a checkpoint module."""
     import ast
     from electra_tf import model_shape
     for name in ("config", "model_shape", "hparam_parsing"):

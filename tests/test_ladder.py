@@ -614,7 +614,7 @@ def _hand_made(tmp_path):
 def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     path = _hand_made(tmp_path)
     scores = ladder_verdicts.select(records.read(str(path / "finetune.jsonl")), "pos",
-                                  "unseen_accuracy")
+                                    "unseen_accuracy")
     assert scores[("none", 0)].learning_rate == 1e-3  # chosen on dev, not test
     assert scores[("none", 0)].median == 32
     rows = ladder_verdicts.verdicts(scores)
@@ -649,7 +649,7 @@ def _hand_made_and(tmp_path, lines):
     path = _hand_made(tmp_path)
     records.append(str(path / "finetune.jsonl"), lines)
     return path, ladder_verdicts.select(records.read(str(path / "finetune.jsonl")), "pos",
-                                      "unseen_accuracy")
+                                        "unseen_accuracy")
 
 
 def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tmp_path):

@@ -48,16 +48,15 @@ def main(argv) -> None:
         raise app.UsageError("--predictions: name at least two prediction files")
     if not FLAGS.output_dir:
         raise app.UsageError("--output_dir: name a new directory for the results")
-    from electra_tf import config as config_lib
     from electra_tf.finetuning import ensemble
     from electra_tf.finetuning.task import DataError
+    from electra_tf.hparam_parsing import ConfigError, load_hparams
 
     try:
         weights = ensemble.parse_weights(FLAGS.weights, len(FLAGS.predictions))
-        overrides = config_lib.load_hparams(FLAGS.hparams)
+        overrides = load_hparams(FLAGS.hparams)
         ensemble.run(FLAGS.predictions, weights, FLAGS.output_dir, overrides)
-    except (ensemble.EnsembleError, config_lib.ConfigError, DataError,
-            FileNotFoundError) as e:
+    except (ensemble.EnsembleError, ConfigError, DataError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
 
 

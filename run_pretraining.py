@@ -153,12 +153,13 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     from electra_tf import (data, distribution, hardware, health, host_calls, pretraining, resume,
                             training)
     from electra_tf.files import write_atomically
+    from electra_tf.hparam_parsing import ConfigError
 
     config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
     if len(vocab) > config.vocab_size:
-        raise config_lib.ConfigError(
+        raise ConfigError(
             f"hparam 'vocab_size' is {config.vocab_size} but {config.vocab_file} has "
             f"{len(vocab)} tokens; remove vocab_size to take it from the file")
     pattern = config.pretrain_tfrecords if config.do_train else config.eval_tfrecords
@@ -169,7 +170,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     batch_size = config.train_batch_size if config.do_train else config.eval_batch_size
     batch_key = "train_batch_size" if config.do_train else "eval_batch_size"
     if batch_size % replicas:
-        raise config_lib.ConfigError(
+        raise ConfigError(
             f"hparam {batch_key!r} = {batch_size} is not divisible by the {replicas} replicas "
             f"of strategy {config.strategy!r}")
     jit = distribution.use_xla(config.jit_compile, strategy)

@@ -33,9 +33,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from electra_tf import config as config_lib
 from electra_tf import (checkpoint_names, hf_checkpoint, keras_hub_preset, keras_saving,
-                        model_files, modeling, tf1_checkpoint)
+                        model_files, model_shape, modeling, tf1_checkpoint)
+from electra_tf.hparam_parsing import ConfigError
 
 
 class NoPretrainedModel(FileNotFoundError):
@@ -353,11 +353,11 @@ def read_architecture(path: str, num_attention_heads: int | None = None) -> Arch
 
 def init_architecture(config, user: dict[str, Any], path: str) -> Architecture | None:
     """The architecture of init_checkpoint `path` for a config (pretraining's or fine-tuning's;
-    config.pretrained_architecture calls it): None when nothing is at a default path the user
-    did not give; what cannot be read is a ConfigError naming the hparam."""
+    model_shape.pretrained_architecture calls it): None when nothing is at a default path the
+    user did not give; what cannot be read is a ConfigError naming the hparam."""
     if config.debug or user.get("debug"):
-        raise config_lib.ConfigError("hparam 'debug' builds the original's tiny model, which "
-                                     f"cannot start from init_checkpoint {path}; drop one of them")
+        raise ConfigError("hparam 'debug' builds the original's tiny model, which "
+                          f"cannot start from init_checkpoint {path}; drop one of them")
     heads = user.get("model_hparam_overrides", {}).get("num_attention_heads")
     try:
         architecture = read_architecture(path, heads)
@@ -366,11 +366,11 @@ def init_architecture(config, user: dict[str, Any], path: str) -> Architecture |
             raise
         return None
     except ValueError as e:
-        raise config_lib.ConfigError(f"hparam 'init_checkpoint': {e}") from None
+        raise ConfigError(f"hparam 'init_checkpoint': {e}") from None
     if architecture.discriminator is None:
-        raise config_lib.ConfigError(f"hparam 'init_checkpoint': {architecture.source} holds a "
-                                     "generator only; point it at the discriminator")
+        raise ConfigError(f"hparam 'init_checkpoint': {architecture.source} holds a "
+                          "generator only; point it at the discriminator")
     return architecture
 
 
-config_lib.read_pretrained_with(init_architecture)
+model_shape.read_pretrained_with(init_architecture)

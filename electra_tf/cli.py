@@ -76,7 +76,7 @@ def run_training_command(argv: list[str], from_hparams: Callable[[str, str, Any]
     usage error (one line and the flags' help); a stop is reported as reported_stops() says."""
     from absl import app, flags, logging
 
-    from electra_tf import config as config_lib
+    from electra_tf.hparam_parsing import ConfigError
 
     logging.set_verbosity(logging.WARNING)
     if len(argv) > 1:
@@ -85,10 +85,10 @@ def run_training_command(argv: list[str], from_hparams: Callable[[str, str, Any]
     try:
         config = from_hparams(given.model_name, given.data_dir, given.hparams)
         strategy = make_strategy(config, given.num_cpu_devices)
-    except (config_lib.ConfigError, FileNotFoundError) as e:
+    except (ConfigError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
     with reported_stops():
         try:
             run(config, strategy)
-        except (config_lib.ConfigError, FileNotFoundError, *usage_errors) as e:
+        except (ConfigError, FileNotFoundError, *usage_errors) as e:
             raise app.UsageError(str(e)) from None

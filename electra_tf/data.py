@@ -21,7 +21,7 @@ from electra_tf import tokenization
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # What pretrain_data/build_pretraining_dataset.py writes beside its shards, with its vocabulary.
 BUILD_SUMMARY = "build_summary.json"
-# While the builder moves a complete build into place, its summary waits here (then last).
+# While the builder moves a complete build into place (pretrain_data/shard_files.publish), its summary waits here (then last).
 PUBLISHING_SUMMARY = os.path.join("incomplete", BUILD_SUMMARY)
 _ID_RECORDS_PER_FILE = 16  # the first records of each file whose largest token id is checked
 

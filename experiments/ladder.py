@@ -6,12 +6,12 @@ random weights on this CPU, and which objective is ahead there?
       [--report_dir DIR]
 
 One command runs the experiment in sittings: rerun it until it says the ladder is done.
-  1. data (from --shared_data, which only this step reads): the pretraining text
-     (downstream.ladder_corpus: the Brown files of the pos task's train split, the Wikipedia
-     sample, the technical documentation), a vocabulary learned from it and its TFRecords
-     (efficiency.pretraining_data); the pos task (electra_tf.finetuning.pos.write_task_files:
-     1,000 training sentences, dev and test from held-out Brown files) and sst
-     (downstream.build_tasks).
+  1. data (from --shared_data, which only this step reads; prepare_data, with
+     experiments/ladder_data.py): the pretraining text (downstream.ladder_corpus: the Brown
+     files of the pos task's train split, the Wikipedia sample, the technical documentation),
+     a vocabulary learned from it and its TFRecords (efficiency.pretraining_data); the pos task
+     (electra_tf.finetuning.pos.write_task_files: 1,000 training sentences, dev and test from
+     held-out Brown files) and sst (downstream.build_tasks).
   2. pretraining through run_pretraining.py with the warmup-stable-decay schedule
      (`lr_schedule: wsd`): per objective one trunk at the peak learning rate and, for each rung
      of the ladder (`rungs` log-spaced FLOP budgets, electra_tf.flops), a decay branch forked
@@ -33,9 +33,9 @@ One command runs the experiment in sittings: rerun it until it says the ladder i
 Every finished run appends its records to JSON Lines files in --results (default
 experiments/results/ladder/, committed): pretrain.jsonl, finetune.jsonl, probe.jsonl,
 detection.jsonl, eval.jsonl, curves.jsonl (each pretraining piece's logged losses and metrics),
-baseline.jsonl (the most-frequent-tag tagger, the unigram masked LM) (experiments/records.py);
-and data.json, the SHA-256 of the data they are made on (check_data: a sitting on other data
-stops).
+baseline.jsonl (the most-frequent-tag tagger, the unigram masked LM) (experiments/records.py,
+through experiments/ladder_records.py); and data.json, the SHA-256 of the data they are made on
+(experiments/ladder_data.py's check_data: a sitting on other data stops).
 A run whose records are there is skipped, so a rerun resumes; the pretraining runs also resume
 from their checkpoints in DIR. --hours ends a sitting: no run starts after it, and a pretraining
 run still going gets SIGTERM (it writes a checkpoint and the next sitting continues it exactly;
@@ -68,6 +68,8 @@ import detection_baselines  # noqa: E402
 import downstream  # noqa: E402
 import efficiency  # noqa: E402
 import efficiency_plan  # noqa: E402
+import ladder_data  # noqa: E402
+import ladder_records  # noqa: E402
 # At the start, so that the report at a sitting's end runs the code the sitting started with.
 import ladder_report  # noqa: E402
 import records  # noqa: E402
@@ -78,10 +80,6 @@ NONE = "none"  # the objective of the model without pretraining
 EVAL_BATCHES = 100  # checkpoint_eval's batches of the run's eval_batch_size
 # detection_baselines' masking and sampling seeds: their spread is the diagnostic's noise.
 DETECTION_SEEDS = (0, 1, 2)
-FETCH_COMMAND = "python experiments/fetch_corpora.py --out DIR"
-# What the data step reads from --shared_data (and every corpora/tech/*.txt there).
-SHARED_FILES = ("corpora/brown_tagged/ca01", "corpora/enwiki_sample.txt",
-                "corpora/tech/python3.11-doc.txt", "classification/movie_review_snippets.tsv")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,27 +277,6 @@ def pretraining_hparams(ladder: Ladder, climb: Climb, steps: int,
     return hparams
 
 
-# ----------------------------------------------------------------------------- records
-
-@dataclasses.dataclass
-class Store:
-    """The experiment's records files in one directory."""
-    directory: str
-
-    def path(self, file: str) -> str:
-        return os.path.join(self.directory, f"{file}.jsonl")
-
-    def read(self, file: str) -> list[dict[str, Any]]:
-        return records.read(self.path(file))
-
-    def append(self, file: str, lines: Sequence[dict[str, Any]]) -> None:
-        records.append(self.path(file), lines)
-
-    def has(self, file: str, **match: Any) -> bool:
-        """Whether a record of `file` (pretrain, finetune, probe) has these values."""
-        return any(all(r.get(k) == v for k, v in match.items()) for r in self.read(file))
-
-
 # ----------------------------------------------------------------------------- the runs
 
 @dataclasses.dataclass
@@ -308,7 +285,7 @@ class Sitting:
     ladder: Ladder
     data_dir: str
     out: str
-    store: Store
+    store: ladder_records.Store
     deadline: float | None = None
 
     def check_time(self) -> None:
@@ -381,45 +358,6 @@ def trunk_snapshot(sitting: Sitting, climb: Climb) -> str:
     return os.path.join(sitting.store.directory, "trunks", climb.objective)
 
 
-def data_fingerprint(data_dir: str, tasks: bool = False) -> dict[str, str]:
-    """What a trunk's checkpoint depends on beyond its hparams, by SHA-256: the vocabulary and
-    each pretraining TFRecords file (their bytes: the input position counts records in them);
-    with `tasks`, also every fine-tuning file, on which the rest of the records depend."""
-    import glob
-
-    from fetch_corpora import file_sha256
-
-    tfrecords = sorted(glob.glob(os.path.join(data_dir, "pretrain_tfrecords",
-                                              "pretrain_data.tfrecord*")))
-    task_files = sorted(glob.glob(os.path.join(data_dir, "finetuning_data", "*", "*"))) \
-        if tasks else []
-    return {os.path.relpath(path, data_dir): file_sha256(path)
-            for path in [os.path.join(data_dir, "vocab.txt"), *tfrecords, *task_files]}
-
-
-def check_data(results: str, data_dir: str) -> None:
-    """The records' data is the data they were made on: RESULTS/data.json (committed beside
-    them) holds data_fingerprint(tasks=True) of the first data a sitting used for them. Data
-    built again (a new machine) that hashes otherwise, because the corpora or the code that
-    builds it changed, stops the sitting before anything is trained or scored on it."""
-    path = os.path.join(results, "data.json")
-    current = data_fingerprint(data_dir, tasks=True)
-    if not os.path.exists(path):
-        os.makedirs(results, exist_ok=True)
-        efficiency.write_json(path, current)
-        log(f"the data's SHA-256 -> {path}: later sittings for these records check theirs")
-        return
-    expected = efficiency.read_json(path)
-    differ = sorted(name for name in expected.keys() | current.keys()
-                    if expected.get(name) != current.get(name))
-    if differ:
-        raise SystemExit(
-            f"error: {data_dir} is not the data the records in {results} were made on "
-            f"({len(differ)} file(s) differ from {path}, e.g. {', '.join(differ[:3])}): build "
-            "it with the code and corpora of those records (git log names when they began), "
-            "or start new records with --results DIR")
-
-
 def save_trunk(sitting: Sitting, climb: Climb) -> None:
     """Copies the trunk's newest checkpoint (weights, optimizer state, random streams, input
     position, config) into RESULTS/trunks/OBJECTIVE/, replacing the one there, so that a
@@ -435,7 +373,8 @@ def save_trunk(sitting: Sitting, climb: Climb) -> None:
     for leftover in (staging, old):
         shutil.rmtree(leftover, ignore_errors=True)
     resume.fork(model_dir(sitting, climb.trunk), steps[-1], staging)
-    efficiency.write_json(os.path.join(staging, "data.json"), data_fingerprint(sitting.data_dir))
+    efficiency.write_json(os.path.join(staging, "data.json"),
+                          ladder_data.data_fingerprint(sitting.data_dir))
     if os.path.exists(target):
         os.rename(target, old)
     os.rename(staging, target)
@@ -456,7 +395,7 @@ def restore_trunk(sitting: Sitting, climb: Climb) -> None:
     if not saved or (local and local[-1] >= saved[-1]):
         return
     expected = efficiency.read_json(os.path.join(target, "data.json"))
-    if expected != data_fingerprint(sitting.data_dir):
+    if expected != ladder_data.data_fingerprint(sitting.data_dir):
         raise SystemExit(f"error: the saved trunk {target} was trained on other data than "
                          f"{sitting.data_dir} holds ({os.path.join(target, 'data.json')} against "
                          "its vocab.txt and pretrain_tfrecords/): rebuild "
@@ -675,28 +614,6 @@ def climb(sitting: Sitting, plan_: Climb, index: int) -> None:
 
 # ----------------------------------------------------------------------------- data
 
-def check_shared_data(shared_data: str) -> None:
-    """One line naming the fetch command when --shared_data lacks a file the data step reads."""
-    missing = [f for f in SHARED_FILES if not os.path.exists(os.path.join(shared_data, f))]
-    if missing:
-        raise SystemExit(f"error: --shared_data {shared_data} lacks {missing[0]}"
-                         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-                         + f": fetch and convert the corpora with `{FETCH_COMMAND}` and pass "
-                         "--shared_data DIR")
-
-
-def build_corpus(out: str, shared_data: str, shuffled: bool = False) -> str:
-    """OUT/corpus/, the pretraining text and nothing else (the builders read every file in
-    it); what went in is in OUT/corpus_summary.json, written last."""
-    corpus = os.path.join(out, "corpus")
-    summary_path = os.path.join(out, "corpus_summary.json")
-    if not os.path.exists(summary_path):
-        summary = downstream.ladder_corpus(shared_data, corpus, shuffled)
-        efficiency.write_json(summary_path, summary)
-        log(f"pretraining text -> {corpus}: {summary['total_words']:,} words")
-    return corpus
-
-
 def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
     """DATA_DIR: vocab.txt, pretrain_tfrecords/, finetuning_data/{pos,sst}/."""
     from electra_tf.finetuning import pos
@@ -708,8 +625,8 @@ def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
     data_ready = os.path.exists(os.path.join(out, "data", "pretrain_tfrecords",
                                              "build_summary.json"))
     if not data_ready or not all(map(os.path.exists, task_files.values())):
-        check_shared_data(shared_data)
-    corpus = (build_corpus(out, shared_data, ladder.shuffled_corpus) if not data_ready
+        ladder_data.check_shared_data(shared_data)
+    corpus = (ladder_data.build_corpus(out, shared_data, ladder.shuffled_corpus) if not data_ready
               else os.path.join(out, "corpus"))
     data_dir = efficiency.pretraining_data(
         out, corpus, ladder.budget, os.path.join(shared_data, "vocab", "bert_uncased_vocab.txt"))
@@ -723,105 +640,6 @@ def prepare_data(out: str, shared_data: str, ladder: Ladder) -> str:
         downstream.build_tasks(shared_data, finetuning, ladder.budget.task_sizes, glue_tasks)
         log(f"downstream tasks {glue_tasks} -> {finetuning}")
     return data_dir
-
-
-def record_baselines(store: Store, data_dir: str) -> None:
-    """baseline.jsonl: the pos scores of tagging every word with train.txt's most frequent tag,
-    on dev and test, so that the report can tell a fine-tuned tagger from one that collapsed
-    to that tag (whose unseen-word accuracy is the share of unseen words with that tag)."""
-    from electra_tf.finetuning import pos
-    from electra_tf.finetuning.task import most_frequent
-    from electra_tf.tokenization import WordPieceTokenizer
-
-    if store.has("baseline", task="pos"):
-        return
-    directory = os.path.join(data_dir, "finetuning_data", "pos")
-    if not os.path.exists(os.path.join(directory, "train.txt")):
-        return
-    train = pos.read_task_file(os.path.join(directory, "train.txt"))
-    tag = most_frequent(t for sentence in train for t in sentence.tags)
-    normalize = WordPieceTokenizer(os.path.join(data_dir, "vocab.txt"), True).normalize
-    lines = []
-    for split in ("dev", "test"):
-        sentences = pos.read_task_file(os.path.join(directory, f"{split}.txt"))
-        scores = pos.accuracies([s.tags for s in sentences], [[tag] * len(s.tags)
-                                                              for s in sentences],
-                                pos.unseen_words(train, sentences, normalize))
-        lines += [{"task": "pos", "baseline": f"most frequent tag {tag}", "split": split,
-                   "metric": metric, "score": score} for metric, score in scores.items()]
-    store.append("baseline", lines)
-
-
-# The two no-context masked LMs of baseline.jsonl (task "pretraining").
-UNIGRAM = "unigram distribution"
-KEPT_OR_UNIGRAM = "the kept token, else the unigram distribution"
-BASELINE_SEED = 0  # the masking draws of KEPT_OR_UNIGRAM's measurement
-
-
-def record_unigram_baseline(store: Store, data_dir: str, max_seq_length: int) -> None:
-    """baseline.jsonl: the masked-LM loss (nats) and accuracy of two masked LMs that read no
-    context, each a level a masked LM stays at until it uses the context:
-
-    - UNIGRAM predicts every masked token from the pretraining text's unigram distribution
-      (the tokens other than [PAD], [CLS] and [SEP], from which the masked positions are drawn);
-    - KEPT_OR_UNIGRAM is what the training metrics show of such a model: the original's
-      masking leaves 15% of the masked positions showing their own token (masking.py,
-      REPLACE_WITH_MASK_PROB), which it copies (probability 1, loss 0), and predicts the
-      unigram distribution at the [MASK]s. Measured over the whole text with
-      electra_tf.masking.mask itself (its duplicated draws included) at the runs' mask_prob
-      and max_predictions_per_seq (the config's defaults at max_seq_length).
-
-    Both also get masked_lm_accuracy_at_mask, the training metric over the [MASK]s alone: the
-    unigram distribution's top-1 share for either, the level a masked LM leaves only by
-    reading its context."""
-    import numpy as np
-    import tensorflow as tf
-    from electra_tf import config as config_lib
-    from electra_tf import data, masking
-    from electra_tf.tokenization import read_vocab
-
-    if store.has("baseline", task="pretraining", baseline=KEPT_OR_UNIGRAM,
-                 metric="masked_lm_accuracy_at_mask"):
-        return
-    vocab_file = os.path.join(data_dir, "vocab.txt")
-    vocab = read_vocab(vocab_file)
-    files = data.check_files(
-        os.path.join(data_dir, "pretrain_tfrecords", "pretrain_data.tfrecord*"), max_seq_length)
-    records = tf.data.TFRecordDataset(files).batch(1024).map(
-        lambda r: data.decode_record(r, max_seq_length))
-    counts = np.zeros(len(vocab), np.int64)
-    for batch in records.as_numpy_iterator():
-        counts += np.bincount(batch["input_ids"].ravel(), minlength=len(vocab))
-    for special in ("[PAD]", "[CLS]", "[SEP]"):
-        counts[vocab.index(special)] = 0
-    p = counts / counts.sum()
-    seen = p[p > 0]
-    special = masking.SpecialIds.from_vocab(masking.load_vocab(vocab_file), vocab_file)
-    rng = tf.random.Generator.from_seed(BASELINE_SEED)
-    config = config_lib.from_hparams("baseline", data_dir, {"max_seq_length": max_seq_length})
-    weight = kept = unigram_loss = unigram_correct = 0.0
-    for batch in records:
-        masked = masking.mask(batch["input_ids"], batch["input_mask"], config.mask_prob,
-                              config.max_predictions_per_seq, special, rng)
-        shown = tf.gather(masked.input_ids, masked.masked_lm_positions, batch_dims=1).numpy()
-        labels, weights = masked.masked_lm_ids.numpy(), masked.masked_lm_weights.numpy()
-        at_mask = (shown == special.mask) * weights
-        weight += float(weights.sum())
-        kept += float(((shown != special.mask) * weights).sum())
-        unigram_loss += float((-np.log(np.maximum(p[labels], 1e-30)) * at_mask).sum())
-        unigram_correct += float(((labels == p.argmax()) * at_mask).sum())
-    scores = {UNIGRAM: {"masked_lm_loss": float(-(seen * np.log(seen)).sum()),
-                        "masked_lm_accuracy": float(seen.max()),
-                        "masked_lm_accuracy_at_mask": float(seen.max())},
-              KEPT_OR_UNIGRAM: {"masked_lm_loss": unigram_loss / weight,
-                                "masked_lm_accuracy": (kept + unigram_correct) / weight,
-                                "masked_lm_accuracy_at_mask":
-                                    unigram_correct / (weight - kept)}}
-    store.append("baseline", [
-        {"task": "pretraining", "baseline": name, "split": "train", "metric": metric,
-         "score": score, "tokens": int(counts.sum())}
-        for name, by_metric in scores.items() for metric, score in by_metric.items()
-        if not store.has("baseline", task="pretraining", baseline=name, metric=metric)])
 
 
 # ----------------------------------------------------------------------------- main
@@ -880,16 +698,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     start = time.time()
     deadline = None if args.hours is None else start + 3600 * args.hours
     data_dir = prepare_data(args.out, args.shared_data, ladder)
-    check_data(args.results, data_dir)
+    ladder_data.check_data(args.results, data_dir)
     climbs = [c for c in plan(ladder, data_dir) if c.objective in args.objectives]
     max_rung = args.max_rung or ladder.rungs
     for c in climbs:
         log(f"{c.objective}: warmup {c.warmup_steps} steps, rungs at "
             + ", ".join(f"{r.steps} ({r.flops:.2g} FLOPs, fork {r.fork})" for r in c.rungs)
             + f"; {c.cost_flops() / c.rungs[-1].flops:.2f}x the largest rung's FLOPs")
-    sitting = Sitting(ladder, data_dir, args.out, Store(args.results), deadline)
-    record_baselines(sitting.store, data_dir)
-    record_unigram_baseline(sitting.store, data_dir, ladder.budget.seq_length)
+    sitting = Sitting(ladder, data_dir, args.out, ladder_records.Store(args.results), deadline)
+    ladder_data.record_baselines(sitting.store, data_dir)
+    ladder_data.record_unigram_baseline(sitting.store, data_dir, ladder.budget.seq_length)
     climbing = unfinished(sitting, climbs, max_rung)
     workers = runs_at_once(sitting, climbing, args.workers)
     efficiency.share_cores(workers)

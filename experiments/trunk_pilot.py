@@ -50,7 +50,9 @@ for path in (REPO, os.path.join(REPO, "experiments")):
 import efficiency  # noqa: E402
 import efficiency_plan  # noqa: E402
 import ladder  # noqa: E402
-from ladder_report import NAMES, draw_no_context, pretraining_baselines  # noqa: E402
+import ladder_records  # noqa: E402
+from ladder_report import draw_no_context, pretraining_baselines  # noqa: E402
+from ladder_verdicts import NAMES  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from efficiency import log  # noqa: E402
@@ -350,7 +352,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         full, pilot = ladder.LADDERS[args.ladder], PILOTS[args.pilot]
         data_dir = ladder.prepare_data(args.out, args.shared_data, full)
         efficiency.share_cores(args.workers)
-        sitting = ladder.Sitting(full, data_dir, args.out, ladder.Store(args.results), deadline)
+        sitting = ladder.Sitting(full, data_dir, args.out, ladder_records.Store(args.results),
+                                 deadline)
         try:
             efficiency.side_by_side(args.workers, lambda job: ladder.pretrain(
                 dataclasses.replace(sitting, ladder=job[0]), job[1],

@@ -24,26 +24,19 @@ the shards; it is moved there last, and the next build finishes a move that a cr
 
 from __future__ import annotations
 
-import bz2
-import codecs
 import concurrent.futures
 import dataclasses
-import gzip
 import json
-import lzma
 import multiprocessing
 import multiprocessing.connection
 import os
 import random
-import re
 import signal
 import sys
-import tarfile
 import threading
 import time
 import traceback
-import zlib
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Run as a script (also in the spawned workers), the repository root must be importable.
@@ -53,24 +46,19 @@ import electra_tf  # noqa: F401,E402  (first: decides oneDNN before TensorFlow l
 from absl import app, flags, logging  # noqa: E402
 
 import command_line  # noqa: E402
+from pretrain_data.shard_files import (INCOMPLETE_DIR, discard, prepare_output_dir,  # noqa: E402
+                                       publish, shard_name)
+from pretrain_data.text_lines import (MAX_LINE_CHARS, PIECE_CHARS,  # noqa: E402
+                                      UnreadableText, openwebtext_documents, read_lines,
+                                      stripped_lines)
 
 FLAGS = flags.FLAGS
-SHARD_PREFIX = "pretrain_data.tfrecord"
-INCOMPLETE_DIR = "incomplete"  # shards being written, inside --output_dir
-_SHARD = re.compile(r"pretrain_data\.tfrecord-\d+-of-\d+")
 LINES_PER_BATCH = 4000  # lines tokenized in one call, or fewer when they hold
 CHARS_PER_BATCH = 1 << 21  # this many characters (the batch's memory stays bounded)
-MAX_LINE_CHARS = 10000  # no paragraph is this long; the packing keeps ~600 characters of a line
-PIECE_CHARS = 100  # the pieces of a longer line: about a sentence
-_READ_BYTES = 1 << 20
 # The default shard count scales with the input: one shard per this many bytes of input files
 # (a few thousand 128-token examples of plain text), up to the original's 1000 shards.
 BYTES_PER_OUT_FILE = 4 << 20
 MAX_DEFAULT_OUT_FILES = 1000
-_DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-# What reading a file or an archive raises when it is unreadable, truncated or corrupt (and
-# TensorFlow's OpError, for tf.io.gfile).
-_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, tarfile.TarError)
 
 
 def define_flags(corpus: bool = True, flag_values: flags.FlagValues = FLAGS) -> None:
@@ -209,156 +197,6 @@ class ExampleBuilder:
                 "segment_ids": segment_ids + [0] * pad}
 
 
-
-def shard_name(index: int, num_out_files: int) -> str:
-    return f"{SHARD_PREFIX}-{index}-of-{num_out_files}"
-
-
-class UnreadableText(Exception):
-    """Text that cannot be read on from byte `offset` (of the decompressed text or archive), in
-    line `line` when it is known; the lines before that line were read."""
-
-    def __init__(self, reason: str, offset: int, line: int | None = None):
-        super().__init__(reason, offset, line)
-        self.reason, self.offset, self.line = reason, offset, line
-
-    def __str__(self) -> str:
-        return f"{self.reason} at byte {self.offset}" + (f", line {self.line}" if self.line else "")
-
-
-def _ignore(line: int, chars: int) -> None:
-    pass
-
-
-def _texts(stream) -> Iterator[str]:
-    """The UTF-8 text of a binary stream, read and decoded a bounded piece at a time. Raises
-    UnreadableText where it stops being readable text, after yielding the text before."""
-    import tensorflow as tf
-
-    offset, undecoded = 0, b""  # bytes decoded; the start of a character cut by the last read
-    while True:
-        try:
-            data = stream.read(_READ_BYTES)
-        except (tf.errors.OpError, *_READ_ERRORS) as e:
-            raise UnreadableText(str(e), offset + len(undecoded)) from None
-        data, final = undecoded + data, not data
-        try:
-            text, used = codecs.utf_8_decode(data, "strict", final)
-        except UnicodeDecodeError as e:
-            yield data[:e.start].decode("utf-8")
-            raise UnreadableText(f"not UTF-8 ({e.reason})", offset + e.start) from None
-        yield text
-        offset, undecoded = offset + used, data[used:]
-        if final:
-            return
-
-
-def _split(text: str, final: bool) -> tuple[list[str], str]:
-    """The pieces of an over-long line: at most PIECE_CHARS characters each, cut at the last
-    space or tab in reach (so that they hold the line's tokens), else after
-    PIECE_CHARS characters. Unless `final`, the end that the next read may continue is returned
-    uncut."""
-    pieces, start = [], 0
-    while len(text) - start > PIECE_CHARS:
-        end = start + PIECE_CHARS
-        cut = max(text.rfind(space, start + 1, end + 1) for space in " \t")
-        cut = cut if cut > start else end
-        pieces.append(text[start:cut].strip())
-        start = cut
-    rest = text[start:]
-    if final:
-        pieces.append(rest.strip())
-        rest = ""
-    return [piece for piece in pieces if piece], rest
-
-
-def _lines(texts: Iterable[str], max_line_chars: int = MAX_LINE_CHARS,
-           on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
-    """The stripped lines of a text given in pieces. Lines end at "\\n" only and every "\\r"
-    is dropped, as in the original's tf.io.gfile iteration (TensorFlow's line reader drops
-    them: "foo\\rbar" is the word "foobar"). A line longer than max_line_chars comes as its
-    pieces (see _split), and on_split(its line number, its length) is called at its end, so
-    that no more than max_line_chars characters of a line are ever held."""
-    rest = ""  # the current line's text not yet yielded
-    split_chars = 0  # > 0 while the current line is over-long: its characters cut into pieces
-    pieces_yielded = False  # of the current over-long line
-    number = 0  # lines completed
-
-    def end_line(line: str) -> Iterator[str]:
-        nonlocal number, split_chars, pieces_yielded
-        number += 1
-        if not split_chars and len(line) <= max_line_chars:
-            yield line.strip()
-            return
-        pieces, _ = _split(line, final=True)
-        yield from pieces
-        if not (pieces or pieces_yielded):
-            yield ""  # a line of spaces is blank, as the original reads it
-        on_split(number, split_chars + len(line))
-        split_chars, pieces_yielded = 0, False
-
-    try:
-        for text in texts:
-            *complete, rest = (rest + text.replace("\r", "")).split("\n")
-            for line in complete:
-                yield from end_line(line)
-            if split_chars or len(rest) > max_line_chars:
-                pieces, tail = _split(rest, final=False)
-                yield from pieces
-                pieces_yielded |= bool(pieces)
-                split_chars += len(rest) - len(tail)
-                rest = tail
-        if rest or split_chars:  # a last line without a final "\n"
-            yield from end_line(rest)
-    except UnreadableText as e:
-        e.line = number + 1
-        raise
-
-
-def read_lines(path: str, max_line_chars: int = MAX_LINE_CHARS,
-               on_split: Callable[[int, int], None] = _ignore) -> Iterator[str]:
-    """The stripped lines of a UTF-8 text file, decompressed by its extension, read as a stream
-    (over-long lines as pieces, see _lines). Raises UnreadableText where the file stops being
-    readable text, after the lines before."""
-    import tensorflow as tf
-
-    opener = _DECOMPRESS.get(os.path.splitext(path)[1].lower())
-    with tf.io.gfile.GFile(path, "rb") as raw:  # opens at the first read, inside _texts
-        yield from _lines(_texts(opener(raw) if opener else raw), max_line_chars, on_split)
-
-
-def openwebtext_documents(path: str, max_line_chars: int,
-                          on_split: Callable[[str], Callable[[int, int], None]],
-                          on_error: Callable[[str, UnreadableText], None]) -> Iterator[list[str]]:
-    """The non-blank lines of each document of an OpenWebText archive: a tar (of any
-    compression) whose members are text files, themselves plain or .xz. Over-long lines are
-    split as _lines does, on_split(member) telling of them. A document, or the archive, that
-    stops being readable is kept up to there and on_error(where, error) told."""
-    import tensorflow as tf
-
-    offset = 0
-    try:
-        with tf.io.gfile.GFile(path, "rb") as raw, tarfile.open(fileobj=raw, mode="r:*") as tar:
-            for member in tar:
-                offset = tar.offset
-                if not member.isfile():
-                    continue
-                where = f"{path}:{member.name}"
-                stream = tar.extractfile(member)
-                if member.name.endswith(".xz"):
-                    stream = lzma.open(stream)
-                lines = []
-                try:
-                    for line in _lines(_texts(stream), max_line_chars, on_split(where)):
-                        if line:
-                            lines.append(line)
-                except UnreadableText as e:
-                    on_error(where, e)
-                yield lines
-    except (tf.errors.OpError, *_READ_ERRORS) as e:
-        on_error(path, UnreadableText(str(e), offset))
-
-
 def _counters_view(counters, job_id: int):
     """This job's slice of the shared progress counters (bytes, lines, docs, examples, tokens)."""
     return lambda stats: counters.__setitem__(
@@ -398,7 +236,8 @@ def _job_lines(source: dict, mine: list[str], args: dict, rng: random.Random, st
             split=source["split"], shuffle_files=False)
         for example in ds.shard(args["num_jobs"], args["job_id"]).as_numpy_iterator():
             text = example[source["text_key"]].decode("utf-8")
-            yield from (line for line in _lines([text], max_chars, on_split(source["name"]))
+            yield from (line for line in
+                        stripped_lines([text], max_chars, on_split(source["name"]))
                         if line)
             yield ""
         return
@@ -590,131 +429,6 @@ def _progress(counters, total_bytes: int | None, stop: threading.Event) -> None:
                 return
 
 
-def _remove(paths) -> None:
-    import tensorflow as tf
-    for path in paths:
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.remove(path)
-
-
-def _remove_if_empty(directory: str) -> None:
-    import tensorflow as tf
-    if tf.io.gfile.isdir(directory) and not tf.io.gfile.listdir(directory):
-        tf.io.gfile.rmtree(directory)
-
-
-def _prepare_output_dir(output_dir: str, num_out_files: int, overwrite: bool) -> list[str]:
-    """Readies output_dir/incomplete/ (finishing the publish of a complete build that a crash
-    interrupted, removing the shards of an interrupted build) and returns the shards of an
-    earlier build that this one will not replace, to remove when it is complete. Fails when
-    output_dir holds an earlier build's shards and not `overwrite`, or other files that the
-    input pattern would read with ours."""
-    import tensorflow as tf
-
-    from electra_tf import data
-
-    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
-    tf.io.gfile.makedirs(output_dir)
-    finished = _finish_interrupted_publish(output_dir)
-    if finished:
-        logging.warning("finished publishing the complete build of %d shards whose move into %s "
-                        "was interrupted", finished, output_dir)
-    names = tf.io.gfile.listdir(output_dir)
-    leftovers = [os.path.join(output_dir, name) for name in names
-                 if name.endswith(".incomplete") and _SHARD.fullmatch(name[:-11])]
-    if tf.io.gfile.isdir(temp_dir):
-        # A kill inside write_atomically leaves the summary's temporary file.
-        leftovers += [os.path.join(temp_dir, name) for name in tf.io.gfile.listdir(temp_dir)
-                      if _SHARD.fullmatch(name) or name.startswith(data.BUILD_SUMMARY + ".tmp-")]
-    if leftovers:
-        logging.warning("removing %d incomplete files that an interrupted build left (e.g. %s)",
-                        len(leftovers), leftovers[0])
-        _remove(leftovers)
-        _remove_if_empty(temp_dir)
-    ours = sorted(name for name in names if _SHARD.fullmatch(name))
-    foreign = sorted(name for name in names if name.startswith(SHARD_PREFIX)
-                     and not _SHARD.fullmatch(name) and not name.endswith(".incomplete"))
-    if foreign:
-        raise ValueError(f"the output directory {output_dir} already holds {len(foreign)} "
-                         f"other shards (e.g. {foreign[0]}) that pretraining would read with "
-                         "these; remove them or build into another directory")
-    if ours and not overwrite:
-        counts = sorted({int(name.rsplit("-", 1)[1]) for name in ours})
-        raise ValueError(
-            f"the output directory {output_dir} already holds {len(ours)} shards of an earlier "
-            f"build (e.g. {ours[0]}; --num_out_files {', '.join(map(str, counts))}); pass "
-            "--overwrite to replace them (they stay until this build is complete) or build "
-            "into another directory")
-    tf.io.gfile.makedirs(temp_dir)
-    new = {shard_name(i, num_out_files) for i in range(num_out_files)}
-    return [os.path.join(output_dir, name) for name in ours if name not in new]
-
-
-def _publish(output_dir: str, num_out_files: int, stale: list[str]) -> None:
-    """Moves a complete build, its summary already written into output_dir/incomplete/, into
-    output_dir in place of an earlier build's shards (`stale`: those it does not replace).
-
-    The summary moves last: while it is in incomplete/ the directory is being published (a
-    reader refuses it, and the next build finishes the move: _finish_interrupted_publish);
-    once it is beside the shards they are all in place. Every step can be repeated: on gs://,
-    where a rename is a copy and a delete, a crash between the two leaves a shard in both
-    places."""
-    import tensorflow as tf
-
-    from electra_tf.data import BUILD_SUMMARY, PUBLISHING_SUMMARY
-
-    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
-    _remove([os.path.join(output_dir, BUILD_SUMMARY)])
-    for i in range(num_out_files):
-        name = shard_name(i, num_out_files)
-        if tf.io.gfile.exists(os.path.join(temp_dir, name)):  # else moved before a crash
-            tf.io.gfile.rename(os.path.join(temp_dir, name), os.path.join(output_dir, name),
-                               overwrite=True)
-    missing = [shard_name(i, num_out_files) for i in range(num_out_files)
-               if not tf.io.gfile.exists(os.path.join(output_dir, shard_name(i, num_out_files)))]
-    if missing:
-        raise ValueError(f"{output_dir}: the build being moved into place lacks {len(missing)} "
-                         f"of its {num_out_files} shards (e.g. {missing[0]}), in "
-                         f"{INCOMPLETE_DIR}/ and out of it; remove {PUBLISHING_SUMMARY} and "
-                         "build again")
-    _remove(stale)
-    if stale:
-        logging.warning("removed the %d shards of the earlier build in %s (e.g. %s)", len(stale),
-                        output_dir, os.path.basename(stale[0]))
-    tf.io.gfile.rename(os.path.join(output_dir, PUBLISHING_SUMMARY),
-                       os.path.join(output_dir, BUILD_SUMMARY), overwrite=True)
-    _remove_if_empty(temp_dir)
-
-
-def _finish_interrupted_publish(output_dir: str) -> int:
-    """Completes the move of a complete build that a crash interrupted (its summary still in
-    incomplete/); returns its number of shards, 0 when there was none."""
-    import tensorflow as tf
-
-    from electra_tf.data import PUBLISHING_SUMMARY, read_build_summary
-
-    path = os.path.join(output_dir, PUBLISHING_SUMMARY)
-    if not tf.io.gfile.exists(path):
-        return 0
-    summary = read_build_summary(path)
-    if not isinstance((summary or {}).get("num_out_files"), int):
-        raise ValueError(f"{path} says a build is being moved into place but cannot be read "
-                         "(its shards are not known); remove it and build again")
-    num_out_files = summary["num_out_files"]
-    ours = {shard_name(i, num_out_files) for i in range(num_out_files)}
-    stale = [os.path.join(output_dir, name) for name in tf.io.gfile.listdir(output_dir)
-             if _SHARD.fullmatch(name) and name not in ours]
-    _publish(output_dir, num_out_files, stale)
-    return num_out_files
-
-
-def _discard(output_dir: str, num_out_files: int) -> None:
-    """Removes this build's incomplete shards."""
-    temp_dir = os.path.join(output_dir, INCOMPLETE_DIR)
-    _remove(os.path.join(temp_dir, shard_name(i, num_out_files)) for i in range(num_out_files))
-    _remove_if_empty(temp_dir)
-
-
 def _corpus_files(corpus_dir: str | None) -> tuple[list[str], list[str]]:
     """The files directly in corpus_dir, sorted, and its subdirectories (not read)."""
     import tensorflow as tf
@@ -790,7 +504,7 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
     if max_line_chars < PIECE_CHARS:
         raise ValueError(f"--max_line_chars {max_line_chars} must be at least {PIECE_CHARS}, the "
                          "length of the pieces a longer line is split into")
-    stale = _prepare_output_dir(output_dir, num_out_files, overwrite)  # after every check
+    stale = prepare_output_dir(output_dir, num_out_files, overwrite)  # after every check
     args = dict(vocab_file=vocab_file, output_dir=output_dir, max_seq_length=max_seq_length,
                 blanks_separate_docs=blanks_separate_docs, do_lower_case=do_lower_case,
                 do_strip_accents=do_strip_accents, num_out_files=num_out_files, seed=seed,
@@ -807,7 +521,7 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
         else:
             results = _run_workers(num_processes, source, args, counters)
     except BaseException:
-        _discard(output_dir, num_out_files)
+        discard(output_dir, num_out_files)
         raise
     finally:
         stop.set()
@@ -819,7 +533,7 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
         skipped += result["skipped"]
         split_lines_at += result["split_lines_at"]
     if total.examples == 0:
-        _discard(output_dir, num_out_files)
+        discard(output_dir, num_out_files)
         where = source.get("name") or corpus_dir or "the input"
         raise ValueError(f"{where}: no text to build examples from"
                          + (f" ({len(skipped)} files skipped)" if skipped else ""))
@@ -843,9 +557,9 @@ def build(corpus_dir: str | None, vocab_file: str, output_dir: str, max_seq_leng
         write_atomically(os.path.join(output_dir, data.PUBLISHING_SUMMARY),
                          json.dumps(summary, indent=2))
     except BaseException:
-        _discard(output_dir, num_out_files)
+        discard(output_dir, num_out_files)
         raise
-    _publish(output_dir, num_out_files, stale)
+    publish(output_dir, num_out_files, stale)
     if skipped:
         logging.warning("skipped the rest of %d unreadable or non-UTF-8 files (listed in "
                         "build_summary.json); --strict fails on them instead", len(skipped))

@@ -51,7 +51,7 @@ def learn_vocab(files: list[str], vocab_size: int, do_lower_case: bool = True,
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bert_vocab
 
     from electra_tf.tokenization import normalize
-    from pretrain_data.build_pretraining_dataset import read_lines
+    from pretrain_data.text_lines import read_lines
 
     def lines():
         for number, path in enumerate(files, 1):
@@ -83,7 +83,7 @@ def main(argv) -> None:
     import tensorflow as tf
 
     from electra_tf import files
-    from pretrain_data.build_pretraining_dataset import UnreadableText, read_lines
+    from pretrain_data.text_lines import UnreadableText, read_lines
 
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")

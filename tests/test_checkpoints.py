@@ -452,6 +452,7 @@ def test_a_damaged_keras_file_or_an_output_that_is_a_file_is_named(tmp_path, dat
     from convert_checkpoint import convert
     from electra_tf import config as config_lib
     from electra_tf.finetuning import config as finetuning_config
+    from electra_tf.hparam_parsing import ConfigError
 
     model_dir = tmp_path / "old"
     model_dir.mkdir()
@@ -465,8 +466,7 @@ def test_a_damaged_keras_file_or_an_output_that_is_a_file_is_named(tmp_path, dat
             checkpoints.load_pretrained(str(model_dir))
         for from_hparams, hparams in ((config_lib.from_hparams, {}),
                                       (finetuning_config.from_hparams, {"task_names": ["sst"]})):
-            with pytest.raises(config_lib.ConfigError, match=f"^hparam 'init_checkpoint': "
-                               f"{message}"):
+            with pytest.raises(ConfigError, match=f"^hparam 'init_checkpoint': {message}"):
                 from_hparams("m", str(data_dir), {**hparams, "init_checkpoint": str(model_dir)})
     output = tmp_path / "out.txt"
     output.write_text("keep me")
@@ -540,9 +540,9 @@ def test_an_export_without_a_vocabulary_fails_clearly(tmp_path):
 # ------------------------------------------------------------------ the pretrained architecture
 
 def test_finetuning_takes_the_architecture_of_a_run_with_no_size_hparams(tmp_path):
-    from electra_tf.config import ConfigError
     from electra_tf.finetuning import config as finetuning_config
     from electra_tf.finetuning import trainer
+    from electra_tf.hparam_parsing import ConfigError
     data_dir, model_dir, model = _run_output(tmp_path)
     config = finetuning_config.from_hparams("run", str(data_dir), {"task_names": ["sst"]})
     encoder = trainer.build_model(config, trainer.make_tasks(config)).encoder
@@ -582,6 +582,7 @@ def test_finetuning_picks_the_size_preset_of_a_hf_model(tmp_path, hidden, layers
 def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data_dir):
     from conftest import TINY_MODEL
     from electra_tf import config as config_lib
+    from electra_tf.hparam_parsing import ConfigError
     prefix, disc = _tiny_release(tmp_path, with_generator=True)
     release = os.path.dirname(prefix)
     config = config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release})
@@ -592,26 +593,29 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
         embedding_size=config.embedding_size) == \
         checkpoint_names.EncoderSpec.of(disc.encoder)
     assert config.generator_bert_config()["hidden_size"] == 8
-    with pytest.raises(config_lib.ConfigError, match="embedding_size 16 in the checkpoint, 24"):
+    with pytest.raises(ConfigError, match="embedding_size 16 in the checkpoint, 24"):
         config_lib.from_hparams("cont", str(data_dir), {"init_checkpoint": release,
                                                         "embedding_size": 24})
-    with pytest.raises(config_lib.ConfigError, match="generator does not match"):
+    with pytest.raises(ConfigError, match="generator does not match"):
         config_lib.from_hparams("cont", str(data_dir), {**TINY_MODEL, "init_checkpoint": release,
                                                         "generator_hidden_size": 0.5})
 
 
-def test_config_imports_no_checkpoints_and_reads_init_checkpoint_through_them():
-    """config is the bottom layer: the checkpoint formats hand it their reader as they load,
-    so that it never imports them (an import circle before)."""
+def test_the_hparam_modules_import_no_checkpoints_and_read_init_checkpoint_through_them():
+    """The hparam modules (config, and model_shape and hparam_parsing below it) are the bottom
+    layer: the checkpoint formats hand model_shape their reader of a pretrained architecture as
+    they load, so that no hparam module imports a checkpoint module."""
     import ast
-    from electra_tf import config as config_lib
-    tree = ast.parse((REPO / "electra_tf" / "config.py").read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and (node.module or "").startswith("electra_tf") for alias in node.names}
-    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for alias in node.names if alias.name.startswith("electra_tf")}
-    assert "checkpoints" not in imported and "electra_tf.checkpoints" not in imported, imported
-    assert config_lib._pretrained_reader is checkpoints.init_architecture
+    from electra_tf import model_shape
+    for name in ("config", "model_shape", "hparam_parsing"):
+        tree = ast.parse((REPO / "electra_tf" / f"{name}.py").read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and (node.module or "").startswith("electra_tf") for alias in node.names}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for alias in node.names if alias.name.startswith("electra_tf")}
+        assert "checkpoints" not in imported and "electra_tf.checkpoints" not in imported, \
+            (name, imported)
+    assert model_shape._pretrained_reader is checkpoints.init_architecture
 
 
 # ------------------------------------------------------------------ the format registry

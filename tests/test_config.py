@@ -7,6 +7,7 @@ import pytest
 
 from conftest import tiny_config
 from electra_tf import config
+from electra_tf.hparam_parsing import ConfigError
 
 
 def test_defaults_are_the_originals_and_small_preset():
@@ -73,7 +74,7 @@ def test_a_vocab_file_that_is_a_directory_or_empty_is_named(tmp_path):
         make()
         for from_hparams, hparams in ((config.from_hparams, {}),
                                       (finetuning_config.from_hparams, {"task_names": ["sst"]})):
-            with pytest.raises(config.ConfigError, match="^" + re.escape(
+            with pytest.raises(ConfigError, match="^" + re.escape(
                     f"vocab file {vocab} {problem} or point the vocab_file hparam at it") + "$"):
                 from_hparams("m", str(tmp_path), hparams)
         vocab.rmdir() if vocab.is_dir() else vocab.unlink()
@@ -102,25 +103,25 @@ def test_a_vocab_file_that_is_a_directory_or_empty_is_named(tmp_path):
     ({"lr_schedule": "wsd", "lr_decay_steps": -1}, "'lr_decay_steps': must be in"),
 ])
 def test_bad_hparams_fail_naming_the_key(hparams, message):
-    with pytest.raises(config.ConfigError) as error:
+    with pytest.raises(ConfigError) as error:
         config.from_hparams("m", "/d", hparams)
     assert message in str(error.value)
 
 
 def test_bad_hparams_text(tmp_path):
-    with pytest.raises(config.ConfigError, match="not valid JSON"):
+    with pytest.raises(ConfigError, match="not valid JSON"):
         config.from_hparams("m", "/d", "{mask_prob: 0.1}")
     for missing in ("/nonexistent/h.json", "my.txt"):
-        with pytest.raises(config.ConfigError, match=f"--hparams: no such file '{missing}'"):
+        with pytest.raises(ConfigError, match=f"--hparams: no such file '{missing}'"):
             config.from_hparams("m", "/d", missing)
-    with pytest.raises(config.ConfigError, match="is a directory"):
+    with pytest.raises(ConfigError, match="is a directory"):
         config.from_hparams("m", "/d", str(tmp_path))
     (tmp_path / "bad.txt").write_text("mask_prob = 0.1\n")
-    with pytest.raises(config.ConfigError, match=r"bad\.txt is not valid JSON"):
+    with pytest.raises(ConfigError, match=r"bad\.txt is not valid JSON"):
         config.from_hparams("m", "/d", str(tmp_path / "bad.txt"))
-    with pytest.raises(config.ConfigError, match="must be a JSON object"):
+    with pytest.raises(ConfigError, match="must be a JSON object"):
         config.from_hparams("m", "/d", "[1, 2]")
-    with pytest.raises(config.ConfigError, match="--model_name is required"):
+    with pytest.raises(ConfigError, match="--model_name is required"):
         config.from_hparams("", "/d")
 
 
@@ -131,6 +132,6 @@ def test_config_round_trips_through_json():
 
 def test_fine_tuning_hparams_point_to_their_own_reference():
     from electra_tf.finetuning import config as finetuning_config
-    with pytest.raises(config.ConfigError, match=r"unknown hparam 'learning_rat' \(did you mean "
+    with pytest.raises(ConfigError, match=r"unknown hparam 'learning_rat' \(did you mean "
                        r"'learning_rate'\?\); every hparam is listed in docs/finetuning\.md"):
         finetuning_config.from_hparams("m", "/d", {"learning_rat": 1e-4})

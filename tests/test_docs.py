@@ -339,8 +339,8 @@ def hparam_names() -> set[str]:
         declared = _declared(_with_bases(cls, classes))
         names.update(name for name, class_var in declared.items() if class_var is None)
         names.update(_strings(declared.get("SPELLINGS")))
-    config = _tree(REPO / "electra_tf" / "config.py")
-    names.update(s for node in config.body if isinstance(node, ast.Assign) and any(
+    shapes = _tree(REPO / "electra_tf" / "model_shape.py")
+    names.update(s for node in shapes.body if isinstance(node, ast.Assign) and any(
         getattr(t, "id", "") == "BERT_CONFIG_KEYS" for t in node.targets)
         for s in _strings(node.value))
     return names

@@ -366,7 +366,7 @@ def test_one_line_errors_name_the_file(tmp_path):
         np.savez(f, meta=np.array(json.dumps({**member.meta, "format": 1})), **member.arrays)
     assert "format1.npz is a prediction file of format 1; this version reads format 2: write " \
         "it again" in error([good[0], str(older)])
-    from electra_tf.config import ConfigError
+    from electra_tf.hparam_parsing import ConfigError
     for hparams, message in (({"max_seq_lenght": 64}, "did you mean 'max_seq_length'"),
                              ({"max_seq_length": "64"}, "max_seq_length")):
         with pytest.raises(ConfigError, match=message):
@@ -440,10 +440,10 @@ def test_the_measured_ensembles_table_is_the_committed_records():
 
 def test_keep_best_trial_needs_do_eval_and_a_main_metric(monkeypatch):
     """Refused before training, not after the first trial."""
-    from electra_tf.config import ConfigError
     from electra_tf.finetuning import task_builder
     from electra_tf.finetuning.config import from_hparams
     from electra_tf.finetuning.task import Task
+    from electra_tf.hparam_parsing import ConfigError
 
     class Unranked(Task):
         name = "unranked"

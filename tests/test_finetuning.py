@@ -12,10 +12,10 @@ import tensorflow as tf
 
 from conftest import REPO, TEST_DATA, TINY_FINETUNING, run_script
 from electra_tf import optimization
-from electra_tf.config import ConfigError
 from electra_tf.finetuning import config as finetuning_config
 from electra_tf.finetuning.task import (Head, SplitData, Task, TaskHparams, cross_entropy,
                                         pad_rows)
+from electra_tf.hparam_parsing import ConfigError
 
 
 def test_per_task_and_per_size_defaults_as_the_original():

@@ -1,6 +1,7 @@
-"""experiments/ladder.py: the corpus without the held-out Brown files, the plan (log-spaced
-budgets, equal FLOPs, forks), the records (atomic appends, torn lines), resuming from the
-records, the decision rule on hand-made records, and the smoke ladder end to end (slow)."""
+"""experiments/ladder.py (with its ladder_data.py and ladder_records.py): the corpus without the
+held-out Brown files, the plan (log-spaced budgets, equal FLOPs, forks), the records (atomic
+appends, torn lines), resuming from the records, the decision rule on hand-made records, and the
+smoke ladder end to end (slow)."""
 
 import dataclasses
 import json
@@ -19,7 +20,10 @@ import downstream  # noqa: E402
 import efficiency  # noqa: E402
 import efficiency_plan  # noqa: E402
 import ladder  # noqa: E402
+import ladder_data  # noqa: E402
+import ladder_records  # noqa: E402
 import ladder_report  # noqa: E402
+import ladder_verdicts  # noqa: E402
 import records  # noqa: E402
 
 BROWN = pathlib.Path(__file__).parent / "data" / "brown_tagged"
@@ -59,7 +63,7 @@ def test_corpus_holds_the_train_brown_files_as_plain_text_and_never_dev_or_test(
 
 
 def test_the_corpus_directory_holds_only_the_text_the_builders_read(ladder_shared, tmp_path):
-    corpus = ladder.build_corpus(str(tmp_path), str(ladder_shared))
+    corpus = ladder_data.build_corpus(str(tmp_path), str(ladder_shared))
     assert sorted(p.name for p in pathlib.Path(corpus).iterdir()) == [
         "brown_train.txt", "enwiki_sample.txt", "python3.11-doc.txt"]
     summary = json.loads((tmp_path / "corpus_summary.json").read_text())
@@ -102,7 +106,7 @@ def test_brown_paragraphs_join_a_paragraphs_sentences_and_drop_the_tags(tmp_path
 
 def test_missing_shared_data_names_the_fetch_command(tmp_path):
     with pytest.raises(SystemExit) as stopped:
-        ladder.check_shared_data(str(tmp_path))
+        ladder_data.check_shared_data(str(tmp_path))
     message = str(stopped.value)
     assert "\n" not in message and "lacks corpora/brown_tagged/ca01 (and 3 more)" in message
     assert "python experiments/fetch_corpora.py --out DIR" in message
@@ -242,7 +246,7 @@ def test_records_append_read_and_repair_a_torn_last_line(tmp_path, capsys):
 
 def _sitting(tmp_path, deadline=None):
     return ladder.Sitting(ladder.LADDERS["smoke"], str(tmp_path / "nonexistent_data"),
-                          str(tmp_path / "out"), ladder.Store(str(tmp_path / "results")),
+                          str(tmp_path / "out"), ladder_records.Store(str(tmp_path / "results")),
                           deadline)
 
 
@@ -382,7 +386,7 @@ def test_a_trunk_is_saved_with_the_records_and_continued_from_there_on_another_m
     ladder.save_trunk(sitting, electra)  # replaces the saved step 3
     saved = pathlib.Path(ladder.trunk_snapshot(sitting, electra))
     assert resume.checkpoint_steps(str(saved)) == [7]
-    assert json.loads((saved / "data.json").read_text()) == ladder.data_fingerprint(
+    assert json.loads((saved / "data.json").read_text()) == ladder_data.data_fingerprint(
         sitting.data_dir)
     assert sorted(p.name for p in saved.parent.iterdir()) == ["electra"]  # no staging left
 
@@ -410,16 +414,16 @@ def test_data_built_again_must_be_the_data_the_records_were_made_on(tmp_path):
     data, results = _data(tmp_path / "data"), tmp_path / "results"
     (data / "finetuning_data" / "pos").mkdir(parents=True)
     (data / "finetuning_data" / "pos" / "train.txt").write_text("The/at dog/nn\n")
-    ladder.check_data(str(results), str(data))
+    ladder_data.check_data(str(results), str(data))
     saved = json.loads((results / "data.json").read_text())
     assert sorted(saved) == ["finetuning_data/pos/train.txt",
                              "pretrain_tfrecords/pretrain_data.tfrecord-0-of-1", "vocab.txt"]
-    ladder.check_data(str(results), str(data))  # the same data: nothing to say
+    ladder_data.check_data(str(results), str(data))  # the same data: nothing to say
     (data / "finetuning_data" / "pos" / "train.txt").write_text("The/at cat/nn\n")
     with pytest.raises(SystemExit, match=r"is not the data the records in .* were made on "
                                          r"\(1 file\(s\) differ .*e\.g\. finetuning_data/pos/"
                                          r"train\.txt\).*--results DIR"):
-        ladder.check_data(str(results), str(data))
+        ladder_data.check_data(str(results), str(data))
     assert json.loads((results / "data.json").read_text()) == saved  # left as it was
 
 
@@ -508,12 +512,12 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
                                             ("segment_ids", [0] * 8))}
             writer.write(tf.train.Example(features=tf.train.Features(
                 feature=feature)).SerializeToString())
-    store = ladder.Store(str(tmp_path / "results"))
-    ladder.record_unigram_baseline(store, str(data), 8)
-    ladder.record_unigram_baseline(store, str(data), 8)  # a rerun appends nothing
+    store = ladder_records.Store(str(tmp_path / "results"))
+    ladder_data.record_unigram_baseline(store, str(data), 8)
+    ladder_data.record_unigram_baseline(store, str(data), 8)  # a rerun appends nothing
     scores = ladder_report.pretraining_baselines(store.read("baseline"))
     assert len(store.read("baseline")) == 6
-    unigram = scores[ladder.UNIGRAM]
+    unigram = scores[ladder_data.UNIGRAM]
     assert unigram["masked_lm_accuracy"] == pytest.approx(0.8)
     assert unigram["masked_lm_loss"] == pytest.approx(-(0.8 * math.log(0.8)
                                                         + 0.2 * math.log(0.2)))
@@ -521,7 +525,7 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
     # of the first row and the a, a of the second (an a 5 times in 6); a [MASK] there 85% of
     # the time. The copies are right; a [MASK] is right when it hides an a.
     from electra_tf.masking import REPLACE_WITH_MASK_PROB as MASKED
-    kept = scores[ladder.KEPT_OR_UNIGRAM]
+    kept = scores[ladder_data.KEPT_OR_UNIGRAM]
     assert kept["masked_lm_accuracy"] == pytest.approx(1 - MASKED + MASKED * 5 / 6, abs=0.03)
     assert kept["masked_lm_loss"] == pytest.approx(
         MASKED * (5 / 6 * -math.log(0.8) + 1 / 6 * -math.log(0.2)), abs=0.03)
@@ -530,16 +534,17 @@ def test_the_no_context_baselines_count_every_token_but_padding_and_separators(t
     assert kept["masked_lm_accuracy_at_mask"] == pytest.approx(5 / 6, abs=0.04)
     # Records of the two first metrics alone (before the third was measured) get the third.
     first = [r for r in store.read("baseline") if r["metric"] != "masked_lm_accuracy_at_mask"]
-    older = ladder.Store(str(tmp_path / "older"))
+    older = ladder_records.Store(str(tmp_path / "older"))
     older.append("baseline", first)
-    ladder.record_unigram_baseline(older, str(data), 8)
+    ladder_data.record_unigram_baseline(older, str(data), 8)
     assert sorted(older.read("baseline"), key=str) == sorted(store.read("baseline"), key=str)
     # It reads the files as pretraining does: not a build whose move was interrupted.
     from electra_tf import data as data_lib
     (data / "pretrain_tfrecords" / "incomplete").mkdir()
     (data / "pretrain_tfrecords" / data_lib.PUBLISHING_SUMMARY).write_text("{}")
     with pytest.raises(data_lib.InputError, match="interrupted"):
-        ladder.record_unigram_baseline(ladder.Store(str(tmp_path / "new")), str(data), 8)
+        ladder_data.record_unigram_baseline(ladder_records.Store(str(tmp_path / "new")), str(data),
+                                            8)
 
 
 def test_finetune_and_probe_lines_carry_every_field():
@@ -608,11 +613,11 @@ def _hand_made(tmp_path):
 
 def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     path = _hand_made(tmp_path)
-    scores = ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
-                                  "unseen_accuracy")
+    scores = ladder_verdicts.select(records.read(str(path / "finetune.jsonl")), "pos",
+                                    "unseen_accuracy")
     assert scores[("none", 0)].learning_rate == 1e-3  # chosen on dev, not test
     assert scores[("none", 0)].median == 32
-    rows = ladder_report.verdicts(scores)
+    rows = ladder_verdicts.verdicts(scores)
     assert [round(v.flops / 1e13) for v in rows] == [1, 2, 4]
     first, second, third = rows
     assert first.better.objective == "mlm" and first.transfers
@@ -636,15 +641,15 @@ def test_verdicts_follow_the_decision_rule_on_hand_made_records(tmp_path):
     worse = {key: dataclasses.replace(value, test=[t - 30 for t in value.test])
              if key[0] == "mlm" else value for key, value in scores.items()
              if key[0] != "electra"}
-    assert ladder_report.verdicts(worse)[0].transfer_verdict == "hurts"
+    assert ladder_verdicts.verdicts(worse)[0].transfer_verdict == "hurts"
 
 
 def _hand_made_and(tmp_path, lines):
     """The hand-made records and `lines`: their folder and pos unseen-word scores."""
     path = _hand_made(tmp_path)
     records.append(str(path / "finetune.jsonl"), lines)
-    return path, ladder_report.select(records.read(str(path / "finetune.jsonl")), "pos",
-                                      "unseen_accuracy")
+    return path, ladder_verdicts.select(records.read(str(path / "finetune.jsonl")), "pos",
+                                        "unseen_accuracy")
 
 
 def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tmp_path):
@@ -653,7 +658,7 @@ def test_every_objective_a_ladder_climbs_is_judged_against_bert_at_its_budget(tm
     _, scores = _hand_made_and(
         tmp_path, _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
         + _runs("electra_half", 180, 2.01e13, 1e-3, [45] * 5, [44, 45, 46, 47, 51]))
-    first, second, third = ladder_report.verdicts(scores)
+    first, second, third = ladder_verdicts.verdicts(scores)
     assert set(first.models) == set(second.models) == {"electra", "electra_half", "mlm"}
     # The rule's transfer verdict still chooses between ELECTRA and BERT as written.
     assert first.better.objective == "mlm" and first.transfer_p == pytest.approx(0.0079, abs=1e-4)
@@ -679,7 +684,7 @@ def test_an_exact_tie_for_the_transfer_verdict_goes_to_electra(tmp_path):
     # whichever of the two has fewer FLOPs.
     _, scores = _hand_made_and(tmp_path, _runs("electra", 400, 4.005e13, 1e-3, [35] * 5,
                                                [33, 36, 34, 35, 30]))
-    assert ladder_report.verdicts(scores)[2].better.objective == "electra"
+    assert ladder_verdicts.verdicts(scores)[2].better.objective == "electra"
 
 
 def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
@@ -688,9 +693,9 @@ def test_table5_objectives_are_compared_with_electra_at_its_steps(tmp_path):
     path, scores = _hand_made_and(
         tmp_path, _runs("replace_mlm", 200, 2.05e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
         + _runs("all_tokens_mlm", 200, 2.5e13, 1e-3, [50] * 5, [50, 52, 51, 53, 55]))
-    assert [set(v.models) for v in ladder_report.verdicts(scores)] == [
+    assert [set(v.models) for v in ladder_verdicts.verdicts(scores)] == [
         {"electra", "mlm"}, {"electra", "mlm"}, {"mlm"}]
-    row, = ladder_report.table5(scores)
+    row, = ladder_verdicts.table5(scores)
     assert row.steps == row.reference_scores.pretrain_steps == 200
     assert set(row.models) == {"replace_mlm", "all_tokens_mlm"}
     assert row.against_reference["replace_mlm"].verdict == "ELECTRA"
@@ -715,10 +720,10 @@ def test_a_model_whose_sweep_is_half_done_is_left_out_and_named(tmp_path):
               if line["seed"] < 3]  # two seeds missing
     path, scores = _hand_made_and(tmp_path, lines)
     every = records.read(str(path / "finetune.jsonl"))
-    assert ladder_report.incomplete(every, "pos", "unseen_accuracy") == [
+    assert ladder_verdicts.incomplete(every, "pos", "unseen_accuracy") == [
         ("electra_15", 200), ("replace_mlm", 200)]
     assert ("electra_15", 200) not in scores and ("replace_mlm", 200) not in scores
-    assert ladder_report.table5(scores) == []
+    assert ladder_verdicts.table5(scores) == []
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "## Table 5 at ELECTRA's steps" not in text
@@ -743,7 +748,7 @@ def test_a_table5_objective_ahead_of_electra_is_shown_and_collapses_are_named(tm
         tmp_path, _runs("electra_15", 9154, 9e14, 1e-3, [40] * 5, [40] * 5)
         + _runs("electra_15", 10, 1e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44])
         + _runs("electra_15", 10, 1e13, 1e-3, [24] * 5, [24] * 5, metric="accuracy"))
-    first, second = ladder_report.table5(scores)
+    first, second = ladder_verdicts.table5(scores)
     assert first.steps == 10 and second.steps == 9154 and second.reference_scores is None
     assert first.against_reference["electra_15"].verdict == "ELECTRA 15%"
     assert second.against_reference == {}
@@ -764,7 +769,7 @@ def test_table5_with_the_half_generator_is_compared_with_electra_with_it(tmp_pat
         tmp_path, _runs("electra_half", 9, 1.04e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
         + _runs("electra_15_half", 9, 1.04e13, 1e-3, [50] * 5, [50, 51, 52, 53, 54])
         + _runs("electra_15", 10, 1e13, 1e-3, [40] * 5, [40, 41, 42, 43, 44]))
-    quarter, half = ladder_report.table5(scores)
+    quarter, half = ladder_verdicts.table5(scores)
     assert (quarter.reference, quarter.steps, set(quarter.models)) == (
         "electra", 10, {"electra_15"})
     assert (half.reference, half.steps, set(half.models)) == (
@@ -772,7 +777,7 @@ def test_table5_with_the_half_generator_is_compared_with_electra_with_it(tmp_pat
     assert half.reference_scores.objective == "electra_half"
     assert half.against_reference["electra_15_half"].verdict == "ELECTRA, generator 1/2"
     # Neither is in the rule's table; electra_half is, beside BERT at its FLOPs.
-    assert all("electra_15_half" not in v.models for v in ladder_report.verdicts(scores))
+    assert all("electra_15_half" not in v.models for v in ladder_verdicts.verdicts(scores))
     first, second = ladder_report.table5_table([quarter, half]).split("\n\n")[:2]
     assert first.splitlines()[0].startswith("| steps | ELECTRA (FLOPs) | ELECTRA 15% (FLOPs) |")
     assert second.splitlines()[0] == (
@@ -947,10 +952,11 @@ def test_the_report_shows_where_each_budget_left_pretraining_against_the_unigram
         {"task": "pretraining", "baseline": name, "split": "train", "metric": metric,
          "score": score}
         for name, metric, score in (
-            (ladder.UNIGRAM, "masked_lm_loss", 6.2), (ladder.UNIGRAM, "masked_lm_accuracy", 0.05),
-            (ladder.UNIGRAM, "masked_lm_accuracy_at_mask", 0.05),
-            (ladder.KEPT_OR_UNIGRAM, "masked_lm_loss", 5.3),
-            (ladder.KEPT_OR_UNIGRAM, "masked_lm_accuracy", 0.19))])
+            (ladder_data.UNIGRAM, "masked_lm_loss", 6.2),
+            (ladder_data.UNIGRAM, "masked_lm_accuracy", 0.05),
+            (ladder_data.UNIGRAM, "masked_lm_accuracy_at_mask", 0.05),
+            (ladder_data.KEPT_OR_UNIGRAM, "masked_lm_loss", 5.3),
+            (ladder_data.KEPT_OR_UNIGRAM, "masked_lm_accuracy", 0.19))])
     written = ladder_report.write(str(path), str(tmp_path / "report"))
     assert pathlib.Path(written[-1]).name == "ladder_pretraining.png"
     assert pathlib.Path(written[-1]).stat().st_size > 0
@@ -1019,8 +1025,8 @@ def test_a_tagger_collapsed_to_the_most_frequent_tag_is_named_beside_its_verdict
          "metric": metric, "score": score}
         for metric, score in (("accuracy", 23.7), ("unseen_accuracy", 57.9))])
     lines = records.read(str(path / "finetune.jsonl"))
-    rows = ladder_report.verdicts(ladder_report.select(lines, "pos", "unseen_accuracy"))
-    assert [ladder_report.collapsed(v.models, lines, 23.7) for v in rows] == [
+    rows = ladder_verdicts.verdicts(ladder_verdicts.select(lines, "pos", "unseen_accuracy"))
+    assert [ladder_verdicts.collapsed(v.models, lines, 23.7) for v in rows] == [
         ["BERT (MLM) (pos accuracy 23.7 at lr 0.001)"], [], []]
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
@@ -1036,9 +1042,9 @@ def test_the_baselines_are_recorded_once_from_the_pos_task_files(tmp_path):
               "dev": "The DET\nfox NOUN\n", "test": "Dogs NOUN\nrun VERB\n"}
     for split, text in splits.items():
         (data / "finetuning_data" / "pos" / f"{split}.txt").write_text(text)
-    store = ladder.Store(str(tmp_path / "results"))
-    ladder.record_baselines(store, str(data))
-    ladder.record_baselines(store, str(data))  # a rerun appends nothing
+    store = ladder_records.Store(str(tmp_path / "results"))
+    ladder_data.record_baselines(store, str(data))
+    ladder_data.record_baselines(store, str(data))  # a rerun appends nothing
     scores = {(r["split"], r["metric"]): r["score"] for r in store.read("baseline")}
     assert len(store.read("baseline")) == 4
     # NOUN and DET are tied at 2 in train: the smaller name, DET, is the repeatable choice.
@@ -1183,12 +1189,12 @@ def test_the_weight_swapped_variants_are_judged_against_electra(tmp_path):
     _, scores = _hand_made_and(
         tmp_path, _runs("electra_w1", 10, 1e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
         + _runs("replace_mlm_w50", 10, 1.02e13, 1e-3, [31] * 5, [30, 32, 31, 33, 35]))
-    first = ladder_report.verdicts(scores)[0]
+    first = ladder_verdicts.verdicts(scores)[0]
     assert "replace_mlm_w50" not in first.models  # at ELECTRA's steps, not in the rule's table
     assert first.against_electra["electra_w1"].verdict == "ELECTRA, disc_weight 1"
     assert first.against_bert["electra_w1"].verdict == "ELECTRA, disc_weight 1"
     assert "| ELECTRA, disc_weight 1 against ELECTRA (p) |" in \
         ladder_report.verdict_table([first]).splitlines()[0]
-    row, = [r for r in ladder_report.table5(scores) if r.reference == "electra"]
+    row, = [r for r in ladder_verdicts.table5(scores) if r.reference == "electra"]
     assert (row.steps, set(row.models)) == (10, {"replace_mlm_w50"})
     assert row.against_reference["replace_mlm_w50"].verdict == "no difference"

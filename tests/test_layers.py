@@ -1,7 +1,8 @@
 """Layers only look down: the model, the objectives and what they stand on never import the
 training loop (not even through another module), the checkpoint formats' modules import only
-those below them, and the experiments import each other without a circle. Read from the import
-statements, at module level and inside functions alike."""
+those below them, the TFRecord builders stand on modules that import none of them, and the
+experiments import each other without a circle. Read from the import statements, at module
+level and inside functions alike."""
 
 import ast
 import pathlib
@@ -10,8 +11,9 @@ from conftest import REPO
 
 # The loop: above the model and the objectives, below the command lines.
 LOOP = {"training", "distribution", "host_calls", "preemption", "progress"}
-BELOW_THE_LOOP = ("hardware", "config", "tokenization", "files", "fused", "modeling", "masking",
-                  "generators", "objectives", "flops", "health", "optimization", "data")
+BELOW_THE_LOOP = ("hardware", "hparam_parsing", "model_shape", "config", "tokenization", "files",
+                  "fused", "modeling", "masking", "generators", "objectives", "flops", "health",
+                  "optimization", "data")
 # The checkpoint formats: the canonical names and a model's files at the bottom, a module per
 # format above them, the registry and front door (checkpoints) on top.
 CHECKPOINT_BOTTOM = {"checkpoint_names", "model_files"}
@@ -85,3 +87,10 @@ def test_the_experiments_import_each_other_without_a_circle():
     assert {"efficiency", "efficiency_plan", "report"} <= set(graph)
     for name in graph:
         assert name not in _reach(graph, name), (name, graph[name])
+
+
+def test_the_builders_stand_on_their_reading_and_publishing_modules():
+    graph = _graph(REPO / "pretrain_data", "pretrain_data")
+    for name in ("text_lines", "shard_files"):
+        assert not graph[name], (name, graph[name])
+    assert {"text_lines", "shard_files"} <= graph["build_pretraining_dataset"]

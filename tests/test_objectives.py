@@ -12,7 +12,7 @@ import tensorflow as tf
 from conftest import TINY_MODEL, run_script, tiny_config
 from electra_tf import (checkpoints, config, flops, generators, health, modeling, objectives,
                         optimization, pretraining, progress, tf1_checkpoint)
-from electra_tf.config import ConfigError
+from electra_tf.hparam_parsing import ConfigError
 from test_model import _features
 
 NO_DROPOUT = {"model_hparam_overrides": {**TINY_MODEL["model_hparam_overrides"],

@@ -32,6 +32,7 @@ from electra_tf import data
 from electra_tf.tokenization import WordPieceTokenizer
 from pretrain_data import build_openwebtext_pretraining_dataset as openwebtext
 from pretrain_data import build_pretraining_dataset as builder
+from pretrain_data import shard_files, text_lines
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from data_throughput import original_way  # noqa: E402  (the original's loop, pure Python)
@@ -254,7 +255,7 @@ def test_a_crash_while_moving_a_build_into_place_is_refused_then_finished(tmp_pa
     """A rebuild that dies after moving one of its shards into place: pretraining refuses the
     mix of old and new shards, and the next build finishes the move (the same bytes as a build
     that was not interrupted) before it decides anything else."""
-    assert data.PUBLISHING_SUMMARY == os.path.join(builder.INCOMPLETE_DIR, data.BUILD_SUMMARY)
+    assert data.PUBLISHING_SUMMARY == os.path.join(shard_files.INCOMPLETE_DIR, data.BUILD_SUMMARY)
     clean = _build(SAMPLE / "corpus", tmp_path / "clean", num_out_files=2)
     expected = {path.name: path.read_bytes() for path in (tmp_path / "clean").glob("pretrain_*")}
     out = tmp_path / "out"
@@ -292,12 +293,12 @@ def test_a_crash_while_moving_a_build_into_place_is_refused_then_finished(tmp_pa
 
 def test_what_a_kill_leaves_of_the_summary_is_removed_or_named(tmp_path, caplog):
     out = tmp_path / "out"
-    (out / builder.INCOMPLETE_DIR).mkdir(parents=True)
-    (out / builder.INCOMPLETE_DIR / (data.BUILD_SUMMARY + ".tmp-0123456789ab")).write_text("{")
+    (out / shard_files.INCOMPLETE_DIR).mkdir(parents=True)
+    (out / shard_files.INCOMPLETE_DIR / (data.BUILD_SUMMARY + ".tmp-0123456789ab")).write_text("{")
     _build(SAMPLE / "corpus", out, num_out_files=2)  # killed inside write_atomically: removed
     assert "removing 1 incomplete files that an interrupted build left" in caplog.text
-    assert not (out / builder.INCOMPLETE_DIR).exists()
-    (out / builder.INCOMPLETE_DIR).mkdir()
+    assert not (out / shard_files.INCOMPLETE_DIR).exists()
+    (out / shard_files.INCOMPLETE_DIR).mkdir()
     (out / data.PUBLISHING_SUMMARY).write_text("not json")
     with pytest.raises(ValueError, match=r"incomplete/build_summary.json says a build is being "
                        r"moved into place but cannot be read"):
@@ -410,8 +411,8 @@ def test_an_over_long_line_is_split_and_all_of_it_packed(tmp_path, caplog):
     assert summary["examples"] > 450
     assert "line 1 holds 300,000 characters; split at whitespace into pieces" in caplog.text
     # The pieces, cut at spaces, hold exactly the line's tokens.
-    pieces = list(builder.read_lines(str(corpus / "a.txt")))
-    assert len(pieces) > 3000 and max(map(len, pieces)) <= builder.PIECE_CHARS
+    pieces = list(text_lines.read_lines(str(corpus / "a.txt")))
+    assert len(pieces) > 3000 and max(map(len, pieces)) <= text_lines.PIECE_CHARS
     assert sum(tokenizer.tokenize_to_ids(pieces), []) == tokens
 
 
@@ -422,7 +423,7 @@ def test_reading_a_huge_line_holds_a_bounded_part_of_it(tmp_path):
             f.write(b"word " * 20000)
     tracemalloc.start()
     try:
-        pieces = sum(1 for _ in builder.read_lines(str(path)))
+        pieces = sum(1 for _ in text_lines.read_lines(str(path)))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -430,10 +431,11 @@ def test_reading_a_huge_line_holds_a_bounded_part_of_it(tmp_path):
 
 
 def test_lines_of_a_text_read_in_pieces():
+    lines = text_lines.stripped_lines
     text = "first\r\n  second  \n\nthird\n" + "x " * 70 + "\n" + " " * 300 + "\nlast"
     splits = []
-    whole = list(builder._lines([text], max_line_chars=120,
-                                on_split=lambda line, chars: splits.append((line, chars))))
+    whole = list(lines([text], max_line_chars=120,
+                       on_split=lambda line, chars: splits.append((line, chars))))
     assert whole == ["first", "second", "", "third", ("x " * 50).strip(), ("x " * 20).strip(), "",
                      "last"]  # the 300 spaces are a blank line
     assert splits == [(5, 140), (6, 300)]
@@ -441,12 +443,12 @@ def test_lines_of_a_text_read_in_pieces():
     for _ in range(20):  # wherever the reads cut the text, the same lines
         cuts = sorted(rng.sample(range(1, len(text)), 8))
         chunks = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)])]
-        assert list(builder._lines(chunks, max_line_chars=120)) == whole
-    assert list(builder._lines(["a\nb\n"])) == ["a", "b"]  # a final newline ends a line
-    assert list(builder._lines(["\n"])) == [""] and list(builder._lines([""])) == []
-    assert list(builder._lines(["y" * 250], max_line_chars=120)) == ["y" * 100, "y" * 100, "y" * 50]
+        assert list(lines(chunks, max_line_chars=120)) == whole
+    assert list(lines(["a\nb\n"])) == ["a", "b"]  # a final newline ends a line
+    assert list(lines(["\n"])) == [""] and list(lines([""])) == []
+    assert list(lines(["y" * 250], max_line_chars=120)) == ["y" * 100, "y" * 100, "y" * 50]
     # Every carriage return is dropped, as TensorFlow's line reader (the original's) drops it.
-    assert list(builder._lines(["foo\rbar\nbaz\r", "\nq\r\r\n"])) == ["foobar", "baz", "q"]
+    assert list(lines(["foo\rbar\nbaz\r", "\nq\r\r\n"])) == ["foobar", "baz", "q"]
 
 
 def test_the_default_shard_count_scales_with_the_corpus(tmp_path):

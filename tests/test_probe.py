@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import BERT_VOCAB, TEST_DATA, tiny_config, write_sst_files
-from electra_tf import config as config_lib
 from electra_tf import modeling, probe, tokenization
 from electra_tf.finetuning import pos
+from electra_tf.hparam_parsing import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_errors_name_the_hparam(tmp_path, tokenizer):
     (tmp_path / "sst" / "dev.tsv").write_text("sentence\tlabel\ngood\t1\nfine\t1\n")
     with pytest.raises(ValueError, match="its dev split has a single label"):
         probe.LinearProbe.from_directory(str(tmp_path / "sst"), tokenizer, 32)
-    with pytest.raises(config_lib.ConfigError, match="'probe_task'.*is not a directory"):
+    with pytest.raises(ConfigError, match="'probe_task'.*is not a directory"):
         tiny_config(probe_task=str(tmp_path / "missing"))
 
 

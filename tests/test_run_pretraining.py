@@ -227,6 +227,7 @@ def test_evaluating_a_run_takes_the_hparams_not_given_from_it(data_dir):
     taken."""
     from conftest import tiny_config
     from electra_tf import config as config_lib
+    from electra_tf.hparam_parsing import ConfigError
 
     trained = tiny_config(data_dir, num_train_steps=4, generator_hidden_size=0.5,
                           objective="electric")
@@ -248,20 +249,20 @@ def test_evaluating_a_run_takes_the_hparams_not_given_from_it(data_dir):
     # Another spelling of the objective is the user's: the saved ones are not taken with it.
     mlm = config_lib.from_hparams("tiny", str(data_dir), {**evaluate, "electra_objective": False})
     assert mlm.objective == "mlm"
-    with pytest.raises(config_lib.ConfigError, match="objective: 'electric' there, 'mlm' now"):
+    with pytest.raises(ConfigError, match="objective: 'electric' there, 'mlm' now"):
         config_lib.check_resumable(mlm, saved, saved_path)
     wider = config_lib.from_hparams("tiny", str(data_dir), {**evaluate, "embedding_size": 24})
-    with pytest.raises(config_lib.ConfigError, match="embedding_size: 16 there, 24 now"):
+    with pytest.raises(ConfigError, match="embedding_size: 16 there, 24 now"):
         config_lib.check_resumable(wider, saved, saved_path)
 
 
 def test_a_data_dir_that_does_not_exist_is_named(tmp_path):
     import run_pretraining
     from conftest import tiny_config
-    from electra_tf import config as config_lib
+    from electra_tf.hparam_parsing import ConfigError
 
     missing = tmp_path / "no_such_dir"
-    with pytest.raises(config_lib.ConfigError, match=f"--data_dir {missing} does not exist "
-                                                     r"\(it should hold vocab.txt, "
-                                                     "pretrain_tfrecords/"):
+    with pytest.raises(ConfigError, match=f"--data_dir {missing} does not exist "
+                                          r"\(it should hold vocab.txt, "
+                                          "pretrain_tfrecords/"):
         run_pretraining.train_or_eval(tiny_config(missing), tf.distribute.get_strategy())

@@ -14,10 +14,10 @@ import pytest
 import tensorflow as tf
 
 from conftest import BERT_VOCAB, TINY_FINETUNING
-from electra_tf.config import ConfigError
 from electra_tf.finetuning import zero_shot
 from electra_tf.finetuning.config import from_hparams
 from electra_tf.finetuning.task import SplitData
+from electra_tf.hparam_parsing import ConfigError
 from electra_tf.tokenization import WordPieceTokenizer
 
 ZERO_SHOT = {**TINY_FINETUNING, "task_names": ["sst_zeroshot"], "max_seq_length": 128}

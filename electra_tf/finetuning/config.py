@@ -22,10 +22,11 @@ from typing import Any
 import tensorflow as tf
 
 from electra_tf import config as config_lib
-from electra_tf.config import ConfigError, require
+from electra_tf import model_shape
 from electra_tf.finetuning import task_builder
 from electra_tf.finetuning.hparams import FinetuningConfig
 from electra_tf.finetuning.task import Task
+from electra_tf.hparam_parsing import ConfigError, did_you_mean, load_hparams, require
 
 DATA_SOURCES = ("files", "tfds")
 
@@ -44,7 +45,7 @@ def update(config: FinetuningConfig, hparams: dict[str, Any]) -> None:
                    for name in config_lib.valid_keys(type(declared))})
     for key, value in hparams.items():
         if key not in owners:
-            raise ConfigError(f"unknown hparam {key!r}{config_lib.did_you_mean([key], owners)}; "
+            raise ConfigError(f"unknown hparam {key!r}{did_you_mean([key], owners)}; "
                               f"every hparam is listed in {FinetuningConfig.HPARAMS_DOC}")
         config_lib.update(owners[key], {key: value})
 
@@ -69,12 +70,12 @@ def _task_and_size_defaults(config: FinetuningConfig) -> dict[str, Any]:
 
 
 def validate(c: FinetuningConfig) -> None:
-    require(c.encoder_size in config_lib.MODEL_SIZES, "model_size",
-            f"unknown size {c.model_size!r}; valid: {list(config_lib.MODEL_SIZES)}")
+    require(c.encoder_size in model_shape.MODEL_SIZES, "model_size",
+            f"unknown size {c.model_size!r}; valid: {list(model_shape.MODEL_SIZES)}")
     require(bool(c.task_names), "task_names", "name at least one task")
     unknown = [t for t in c.task_names if t not in task_builder.TASKS]
     require(not unknown, "task_names",
-            f"unknown tasks {unknown}{config_lib.did_you_mean(unknown, task_builder.TASKS)}; "
+            f"unknown tasks {unknown}{did_you_mean(unknown, task_builder.TASKS)}; "
             f"valid tasks: {list(task_builder.TASKS)}")
     require(len(set(c.task_names)) == len(c.task_names), "task_names", "a task appears twice")
     tasks = [task_builder.TASKS[name] for name in c.task_names]
@@ -92,9 +93,9 @@ def validate(c: FinetuningConfig) -> None:
             "are no TFRecords to reuse; leave it out (or false)")
     for hparams in c.task_hparams.values():
         hparams.validate()
-    bad = sorted(set(c.model_hparam_overrides) - set(config_lib.BERT_CONFIG_KEYS))
+    bad = sorted(set(c.model_hparam_overrides) - set(model_shape.BERT_CONFIG_KEYS))
     require(not bad, "model_hparam_overrides",
-            f"unknown keys {bad}; valid keys: {list(config_lib.BERT_CONFIG_KEYS)}")
+            f"unknown keys {bad}; valid keys: {list(model_shape.BERT_CONFIG_KEYS)}")
     bert = c.bert_config()
     require(c.max_seq_length <= bert["max_position_embeddings"], "max_seq_length",
             f"{c.max_seq_length} exceeds max_position_embeddings "
@@ -176,7 +177,7 @@ def check_locations(config: FinetuningConfig) -> None:
              else "holds no pretrained model")
     raise ConfigError(
         f"--model_name {config.model_name!r}: {config.pretrained_model_dir} {where}"
-        f"{config_lib.did_you_mean([config.model_name], names)}; "
+        f"{did_you_mean([config.model_name], names)}; "
         f"the models in {models_dir}: {names or 'none'} (or set init_checkpoint to a "
         "pretrained model elsewhere)")
 
@@ -189,15 +190,15 @@ def from_hparams(model_name: str, data_dir: str,
         raise ConfigError("--model_name is required (the model under DATA_DIR/models)")
     if not data_dir:
         raise ConfigError("--data_dir is required (holds finetuning_data/, models/)")
-    user = config_lib.load_hparams(hparams)
+    user = load_hparams(hparams)
     config = _new(model_name, data_dir)
     update(config, user)
     if config.init_checkpoint is None and not config.debug:
         config.init_checkpoint = config.pretrained_model_dir
     # The pretrained model decides the architecture (and, unless given, the size preset).
-    architecture = config_lib.pretrained_architecture(config, user, config.init_checkpoint)
+    architecture = model_shape.pretrained_architecture(config, user, config.init_checkpoint)
     if architecture is not None and "model_size" not in user:
-        config.model_size = config_lib.preset_size(architecture.discriminator, config.model_size)
+        config.model_size = model_shape.preset_size(architecture.discriminator, config.model_size)
     update(config, _task_and_size_defaults(config))
     update(config, user)
     if config.use_tpu and config.strategy == "default":
@@ -207,7 +208,7 @@ def from_hparams(model_name: str, data_dir: str,
     if "vocab_size" not in user and tokens:
         config.vocab_size = tokens
     if architecture is not None:
-        config_lib.take_architecture(config, user, architecture)
+        model_shape.take_architecture(config, user, architecture)
     validate(config)
     return config
 

@@ -15,6 +15,7 @@ import os
 from typing import Any, ClassVar
 
 from electra_tf import config as config_lib
+from electra_tf import model_shape
 
 
 @dataclasses.dataclass
@@ -83,8 +84,8 @@ class FinetuningConfig(config_lib.TpuHparams):
         return self.model_size.rstrip("+")
 
     def bert_config(self) -> dict[str, Any]:
-        return config_lib.bert_config(self.encoder_size, self.vocab_size,
-                                      self.model_hparam_overrides, self.debug)
+        return model_shape.bert_config(self.encoder_size, self.vocab_size,
+                                       self.model_hparam_overrides, self.debug)
 
     @property
     def task_string(self) -> str:

@@ -28,10 +28,10 @@ import tensorflow as tf
 from keras import layers
 
 from electra_tf import fused
-from electra_tf.config import require
 from electra_tf.finetuning import squad
 from electra_tf.finetuning.task import (INPUTS, Baseline, DataError, Head, SplitData, Task,
                                         TaskHparams, cross_entropy, token_checksums)
+from electra_tf.hparam_parsing import require
 from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:

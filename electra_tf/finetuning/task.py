@@ -86,8 +86,8 @@ class TaskHparams:
     hparams (one --hparams for all its tasks), so a name must be new to the registry."""
 
     def validate(self) -> None:
-        """Raises config.ConfigError for a value that no task of this kind runs with; checked
-        in every run, whichever its tasks, as every other hparam."""
+        """Raises hparam_parsing.ConfigError for a value that no task of this kind runs with;
+        checked in every run, whichever its tasks, as every other hparam."""
 
 
 class Head(layers.Layer):
@@ -130,8 +130,8 @@ class Task(abc.ABC):
         return {}
 
     def validate(self, config: FinetuningConfig) -> None:
-        """Raises config.ConfigError for hparams this task cannot run with (checked when the
-        task is one of the run's)."""
+        """Raises hparam_parsing.ConfigError for hparams this task cannot run with (checked when
+        the task is one of the run's)."""
 
     def dev_splits(self, config: FinetuningConfig) -> list[str]:
         """The splits evaluated after training."""

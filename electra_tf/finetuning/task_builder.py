@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from electra_tf.config import did_you_mean
 from electra_tf.finetuning import glue, pos, qa, tagging, zero_shot
 from electra_tf.finetuning.hparams import FinetuningConfig
 from electra_tf.finetuning.task import Task, TaskHparams
+from electra_tf.hparam_parsing import did_you_mean
 
 TASKS: dict[str, Task] = {}
 

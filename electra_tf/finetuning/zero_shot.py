@@ -28,10 +28,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from electra_tf import modeling
-from electra_tf.config import ConfigError, require
 from electra_tf.finetuning import glue
 from electra_tf.finetuning.task import (Baseline, Head, SplitData, Task, TaskHparams, pad_rows,
                                         token_checksums)
+from electra_tf.hparam_parsing import ConfigError, require
 from electra_tf.modeling import register
 
 if typing.TYPE_CHECKING:

@@ -9,7 +9,8 @@ import pathlib
 
 from conftest import REPO
 
-# The loop: above the model and the objectives, below the command lines.
+# What the model and the objectives must never import: the loop (README's layering paragraph)
+# and the two services only the loop uses, which themselves import nothing of ours.
 LOOP = {"training", "distribution", "host_calls", "preemption", "progress"}
 BELOW_THE_LOOP = ("hardware", "hparam_parsing", "model_shape", "shared_hparams", "config",
                   "tokenization", "files", "fused", "modeling", "masking", "generators",

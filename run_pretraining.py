@@ -151,11 +151,11 @@ def train_or_eval(config, strategy) -> dict[str, float]:
 
     from electra_tf import config as config_lib
     from electra_tf import (data, distribution, hardware, health, host_calls, pretraining, resume,
-                            training)
+                            shared_hparams, training)
     from electra_tf.files import write_atomically
     from electra_tf.hparam_parsing import ConfigError
 
-    config_lib.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
+    shared_hparams.check_data_dir(config.data_dir, [config.vocab_file, config.pretrain_tfrecords])
     vocab = pretraining.load_vocab(config.vocab_file)
     special = pretraining.SpecialIds.from_vocab(vocab, config.vocab_file)
     if len(vocab) > config.vocab_size:

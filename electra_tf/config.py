@@ -6,10 +6,12 @@ Resolution order (later wins):
      model's), then the original's debug-mode values when `debug` is true,
   3. the user's `--hparams`.
 
-Unknown keys, wrong types and impossible values fail here, naming the key. Two things that
-fine-tuning's config shares with this one live below it: reading --hparams and its errors in
-hparam_parsing, the transformer's shape (the size presets' and a pretrained model's) in
-model_shape. The rest it shares (TpuHparams, update, check_data_dir ...) is here.
+Unknown keys, wrong types and impossible values fail here, naming the key. What fine-tuning's
+config shares with this one lives below it: reading --hparams and its errors in hparam_parsing,
+the transformer's shape (the size presets' and a pretrained model's) in model_shape, and the TPU
+hparams, setting hparams with their types checked and the checks of data_dir and the vocabulary
+file in shared_hparams. It takes only the choices of strategy, precision and kernels
+(STRATEGIES, PRECISIONS, KERNELS) from here.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from electra_tf import tokenization
-from electra_tf.hparam_parsing import ConfigError, did_you_mean, load_hparams, require
+from electra_tf.hparam_parsing import ConfigError, load_hparams, require
 from electra_tf.model_shape import (BERT_CONFIG_KEYS, MODEL_SIZES, bert_config, preset_size,
                                     pretrained_architecture, take_architecture)
+from electra_tf.shared_hparams import TpuHparams, count_vocab, update, valid_keys, validate_tpu
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -65,18 +67,6 @@ def detection_objectives() -> tuple[str, ...]:
     single-tower generator."""
     return tuple(name for name, objective in OBJECTIVES.items()
                  if objective.detection and not objective.two_tower_generator)
-
-
-@dataclasses.dataclass(kw_only=True)
-class TpuHparams:
-    """The original's TPU hparams, shared by pretraining and fine-tuning. num_tpu_cores and
-    tpu_job_name configured TPUEstimator; TPUStrategy needs neither (validate_tpu)."""
-    use_tpu: bool = False
-    num_tpu_cores: int | None = None
-    tpu_job_name: str | None = None
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
 
 
 @dataclasses.dataclass
@@ -224,14 +214,6 @@ class PretrainingConfig(TpuHparams):
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(PretrainingConfig)}
-_TYPES = typing.get_type_hints(PretrainingConfig)
-
-
-def valid_keys(cls: type = PretrainingConfig) -> list[str]:
-    derived = getattr(cls, "DERIVED", ())
-    return sorted([f.name for f in dataclasses.fields(cls)
-                   if f.name not in ("model_name", "data_dir") + derived]
-                  + list(getattr(cls, "SPELLINGS", ())))
 
 
 def preset(model_size: str) -> dict[str, Any]:
@@ -345,8 +327,8 @@ def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
                "vocab_file": os.path.join(saved_dir, "vocab.txt"),
                "eval_tfrecords": saved.get("pretrain_tfrecords")}
     return {key: value for key, value in saved.items()
-            if key in valid_keys() and key not in given and key not in _NOT_INHERITED
-            and (key not in derived or value != derived[key])}
+            if key in valid_keys(PretrainingConfig) and key not in given
+            and key not in _NOT_INHERITED and (key not in derived or value != derived[key])}
 
 
 def saved_config(saved: dict[str, Any]) -> PretrainingConfig:
@@ -377,66 +359,6 @@ def take_generator(config: PretrainingConfig, user: dict[str, Any], architecture
             f"init_checkpoint {architecture.source}'s generator does not match the configured "
             f"one ({', '.join(f'{k} {v}' for k, v in given.items()) or 'heads follow hidden / 64'}"
             f"): {'; '.join(differ)}")
-
-
-def _check_type(key: str, value: Any, types: dict[str, Any] = _TYPES) -> Any:
-    expected = types[key]
-    args = typing.get_args(expected)
-    allowed = tuple(a for a in args if a is not type(None)) if args else (expected,)
-    if value is None and (type(None) in args):
-        return value
-    if float in allowed and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if int in allowed and isinstance(value, float) and value.is_integer() and bool not in allowed:
-        return int(value)  # JSON writes 1e6 as a float
-    if bool in allowed and not isinstance(value, bool):
-        raise ConfigError(f"hparam {key!r} must be true or false, got {value!r}")
-    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-        names = " or ".join(t.__name__ for t in allowed)
-        raise ConfigError(f"hparam {key!r} must be {names}, got {value!r}")
-    return value
-
-
-def update(config, hparams: dict[str, Any]) -> None:
-    """Sets hparams on a config dataclass, failing on unknown keys and wrong types."""
-    cls = type(config)
-    keys = valid_keys(cls)
-    types = typing.get_type_hints(cls)
-    for key, value in hparams.items():
-        if key not in keys:
-            raise ConfigError(f"unknown hparam {key!r}{did_you_mean([key], keys)}; every "
-                              "hparam is listed in "
-                              f"{cls.HPARAMS_DOC}")
-        setattr(config, key, _check_type(key, value, types))
-
-
-def count_vocab(vocab_file: str) -> int | None:
-    """The tokens of vocab_file (tokenization.read_vocab: every line one); None when there is
-    no such file. A directory or an empty file there is a ConfigError naming it (not a
-    vocab_size of 0)."""
-    if not tf.io.gfile.exists(vocab_file):
-        return None
-    if tf.io.gfile.isdir(vocab_file):
-        raise ConfigError(f"vocab file {vocab_file} is a directory: put the vocabulary (one "
-                          "token a line) there as a file, or point the vocab_file hparam at it")
-    tokens = len(tokenization.read_vocab(vocab_file))
-    if not tokens:
-        raise ConfigError(f"vocab file {vocab_file} is empty: put the vocabulary (one token a "
-                          "line) there, or point the vocab_file hparam at it")
-    return tokens
-
-
-def validate_tpu(c: TpuHparams) -> None:
-    """The TPU hparams are consistent; those TPUStrategy has no use for fail, saying why."""
-    require(c.strategy != "tpu" or c.tpu_name or c.use_tpu, "strategy",
-            "\"tpu\" needs tpu_name (or use_tpu on a TPU VM)")
-    require(c.num_tpu_cores is None, "num_tpu_cores",
-            "TPUStrategy replicates over every core of the TPU named by tpu_name (it takes no "
-            "core count, unlike the original's TPUEstimator); leave num_tpu_cores out and pick "
-            "the TPU size instead")
-    require(c.tpu_job_name is None, "tpu_job_name",
-            "TPUClusterResolver finds the TPU's worker job itself (the original passed this "
-            "to TPUEstimator); leave tpu_job_name out")
 
 
 def validate(c: PretrainingConfig) -> None:
@@ -552,19 +474,6 @@ def _validate_objective(c: PretrainingConfig) -> None:
                 f"two_stage trains each network for num_train_steps / 2 steps: make it even "
                 f"(got {c.num_train_steps})")
     require(c.adversarial_mlm_weight >= 0, "adversarial_mlm_weight", "must be >= 0")
-
-
-def check_data_dir(data_dir: str, inputs: list[str]) -> None:
-    """Fails naming --data_dir when it does not exist and an input is to be read from inside it,
-    rather than naming the first file missing there."""
-    if tf.io.gfile.isdir(data_dir):
-        return
-    root = os.path.join(os.path.normpath(data_dir), "")
-    inside = [os.path.relpath(path, data_dir) for path in inputs
-              if path and os.path.normpath(path).startswith(root)]
-    if inside:
-        raise ConfigError(f"--data_dir {data_dir} does not exist (it should hold "
-                          f"{', '.join(inside)}); check the path")
 
 
 def from_hparams(model_name: str, data_dir: str,

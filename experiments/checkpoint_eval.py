@@ -79,17 +79,18 @@ def under(data_dir: str, patterns: str) -> str:
     return patterns
 
 
-def evaluate(data_dir: str, model_name: str, num_eval_steps: int,
-             log_path: str) -> dict[str, Any]:
+def evaluate(data_dir: str, model_name: str, num_eval_steps: int, log_path: str,
+             deadline: float | None = None) -> dict[str, Any]:
     """Runs do_eval on the model's latest checkpoint; returns the record. data_dir is local
-    and absolute (run_pretraining.py runs in the repository)."""
+    and absolute (run_pretraining.py runs in the repository). At `deadline` (a time.time())
+    the evaluation is stopped and efficiency.Stopped raised, nothing recorded."""
     with tempfile.TemporaryDirectory() as scratch:
         results_txt = os.path.join(scratch, "results.txt")
         hparams = {"do_train": False, "do_eval": True, "num_eval_steps": num_eval_steps,
                    "results_txt": results_txt, "results_pkl": os.path.join(scratch, "r.pkl")}
         usage = efficiency.run_logged(
             [sys.executable, "run_pretraining.py", "--data_dir", data_dir, "--model_name",
-             model_name, "--hparams", json.dumps(hparams)], log_path)
+             model_name, "--hparams", json.dumps(hparams)], log_path, deadline)
         with open(results_txt) as f:
             metrics = parse_results(f.read())
         with open(os.path.join(scratch, "eval_config.json")) as f:

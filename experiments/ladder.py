@@ -528,8 +528,8 @@ def evaluate_checkpoint(sitting: Sitting, objective: str, steps: int, model: str
     """eval.jsonl: the model's pretraining metrics under do_eval (experiments/checkpoint_eval.py,
     EVAL_BATCHES batches, dropout off), beside the curves logged in training with dropout on;
     its `objective` is the ladder's name for it (a variant's, as in the other records), its
-    `objective_hparam` the run's hparam. A diagnostic, as detect's: a model lost with another
-    machine is not made again for it."""
+    `objective_hparam` the run's hparam. Stopped at the sitting's deadline, as every run. A
+    diagnostic, as detect's: a model lost with another machine is not made again for it."""
     from electra_tf import resume
 
     if sitting.store.has("eval", model=model, step=steps):
@@ -540,7 +540,8 @@ def evaluate_checkpoint(sitting: Sitting, objective: str, steps: int, model: str
     sitting.check_time()
     try:
         record = checkpoint_eval.evaluate(sitting.data_dir, model, EVAL_BATCHES,
-                                          os.path.join(sitting.out, "logs", f"eval_{model}.log"))
+                                          os.path.join(sitting.out, "logs", f"eval_{model}.log"),
+                                          sitting.deadline)
     except checkpoint_eval.NothingEvaluated as e:
         log(f"{model} is not evaluated: {e}")
         return

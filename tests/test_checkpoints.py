@@ -602,12 +602,12 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
 
 
 def test_the_hparam_modules_import_no_checkpoints_and_read_init_checkpoint_through_them():
-    """The hparam modules (config, and model_shape and hparam_parsing below it) are the bottom
-    layer: the checkpoint formats hand model_shape their reader of a pretrained architecture as
-    they load, so that no hparam module imports a checkpoint module."""
+    """The hparam modules (config, and model_shape, shared_hparams and hparam_parsing below it)
+    are the bottom layer: the checkpoint formats hand model_shape their reader of a pretrained
+    architecture as they load, so that no hparam module imports a checkpoint module."""
     import ast
     from electra_tf import model_shape
-    for name in ("config", "model_shape", "hparam_parsing"):
+    for name in ("config", "model_shape", "shared_hparams", "hparam_parsing"):
         tree = ast.parse((REPO / "electra_tf" / f"{name}.py").read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                     and (node.module or "").startswith("electra_tf") for alias in node.names}

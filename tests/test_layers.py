@@ -9,11 +9,14 @@ import pathlib
 
 from conftest import REPO
 
-# The loop: above the model and the objectives, below the command lines.
+# What the model and the objectives must never import: the loop (README's layering paragraph)
+# and the two services only the loop uses, which themselves import nothing of ours.
 LOOP = {"training", "distribution", "host_calls", "preemption", "progress"}
-BELOW_THE_LOOP = ("hardware", "hparam_parsing", "model_shape", "config", "tokenization", "files",
-                  "fused", "modeling", "masking", "generators", "objectives", "flops", "health",
-                  "optimization", "data")
+BELOW_THE_LOOP = ("hardware", "hparam_parsing", "model_shape", "shared_hparams", "config",
+                  "tokenization", "files", "fused", "modeling", "masking", "generators",
+                  "objectives", "flops", "health", "optimization", "data")
+# What both configs (config and finetuning's) stand on: neither of them is reached from here.
+BELOW_THE_CONFIGS = ("hparam_parsing", "model_shape", "shared_hparams")
 # The checkpoint formats: the canonical names and a model's files at the bottom, a module per
 # format above them, the registry and front door (checkpoints) on top.
 CHECKPOINT_BOTTOM = {"checkpoint_names", "model_files"}
@@ -62,6 +65,15 @@ def test_nothing_below_the_loop_imports_it():
     assert LOOP <= set(graph)
     for name in BELOW_THE_LOOP:
         assert not _reach(graph, name) & LOOP, (name, _reach(graph, name) & LOOP)
+
+
+def test_what_both_configs_share_imports_neither():
+    graph = _graph(REPO / "electra_tf", "electra_tf")
+    for name in BELOW_THE_CONFIGS:
+        for module in {name} | _reach(graph, name):
+            configs = _imported(REPO / "electra_tf" / f"{module}.py", "electra_tf",
+                                {"config", "finetuning"})
+            assert not configs, (name, module, configs)
 
 
 def test_the_loop_modules_import_each_other_without_a_circle():

@@ -22,7 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from electra_tf import config as config_lib
-from electra_tf import model_shape
+from electra_tf import model_shape, shared_hparams
 from electra_tf.finetuning import task_builder
 from electra_tf.finetuning.hparams import FinetuningConfig
 from electra_tf.finetuning.task import Task
@@ -40,14 +40,14 @@ def _new(model_name: str, data_dir: str) -> FinetuningConfig:
 def update(config: FinetuningConfig, hparams: dict[str, Any]) -> None:
     """Sets hparams, the tasks' by their names as the rest, failing on unknown keys (naming
     the closest) and wrong types."""
-    owners = {name: config for name in config_lib.valid_keys(FinetuningConfig)}
+    owners = {name: config for name in shared_hparams.valid_keys(FinetuningConfig)}
     owners.update({name: declared for declared in config.task_hparams.values()
-                   for name in config_lib.valid_keys(type(declared))})
+                   for name in shared_hparams.valid_keys(type(declared))})
     for key, value in hparams.items():
         if key not in owners:
             raise ConfigError(f"unknown hparam {key!r}{did_you_mean([key], owners)}; "
                               f"every hparam is listed in {FinetuningConfig.HPARAMS_DOC}")
-        config_lib.update(owners[key], {key: value})
+        shared_hparams.update(owners[key], {key: value})
 
 
 def _task_and_size_defaults(config: FinetuningConfig) -> dict[str, Any]:
@@ -122,7 +122,7 @@ def validate(c: FinetuningConfig) -> None:
     require(c.strategy in config_lib.STRATEGIES, "strategy", f"one of {config_lib.STRATEGIES}")
     require(c.precision in config_lib.PRECISIONS, "precision",
             f"one of {config_lib.PRECISIONS}")
-    config_lib.validate_tpu(c)
+    shared_hparams.validate_tpu(c)
     require(c.kernels in config_lib.KERNELS, "kernels",
             f"one of {config_lib.KERNELS}, got {c.kernels!r}")
 
@@ -161,7 +161,7 @@ def check_locations(config: FinetuningConfig) -> None:
     if config.data_source == "files":
         inputs += [config.raw_data_dir(task_builder.TASKS[name].data_name)
                    for name in config.task_names]
-    config_lib.check_data_dir(config.data_dir, inputs)
+    shared_hparams.check_data_dir(config.data_dir, inputs)
     if config.debug or config.init_checkpoint != config.pretrained_model_dir:
         return
     try:
@@ -204,7 +204,7 @@ def from_hparams(model_name: str, data_dir: str,
     if config.use_tpu and config.strategy == "default":
         config.strategy = "tpu"
     _choose_vocab(config, architecture)
-    tokens = config_lib.count_vocab(config.vocab_file)
+    tokens = shared_hparams.count_vocab(config.vocab_file)
     if "vocab_size" not in user and tokens:
         config.vocab_size = tokens
     if architecture is not None:

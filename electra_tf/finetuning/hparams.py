@@ -14,14 +14,13 @@ import json
 import os
 from typing import Any, ClassVar
 
-from electra_tf import config as config_lib
-from electra_tf import model_shape
+from electra_tf import model_shape, shared_hparams
 
 
 @dataclasses.dataclass
-class FinetuningConfig(config_lib.TpuHparams):
+class FinetuningConfig(shared_hparams.TpuHparams):
     """Fine-tuning hyperparameters. Names and meanings are the original's unless marked "ours".
-    The TPU ones (use_tpu, tpu_name, ...) come from config.TpuHparams; those of one kind of
+    The TPU ones (use_tpu, tpu_name, ...) come from shared_hparams.TpuHparams; those of one kind of
     task (SQuAD's doc_stride, ...) from its Task.hparams_class, in `task_hparams`."""
 
     HPARAMS_DOC: ClassVar[str] = "docs/finetuning.md#hyperparameters"

@@ -124,18 +124,23 @@ def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) 
 
 def reseeded_table(rows: Sequence[Reseeded]) -> str:
     """Each objective's first pretraining run beside the one from another seed: the rule's
-    test between them, and how far apart their medians are."""
-    lines = ["| model | steps | first seed | another seed | against each other (p) | "
-             "another seed's median minus the first's |", "|---|---|---|---|---|---|"]
+    test between them (the seed whose model is ahead), and how far apart their medians are."""
+    lines = ["| model | steps | first run | second run | ahead (p) | "
+             "the second's median minus the first's |", "|---|---|---|---|---|---|"]
+    first_seed = efficiency_plan.PRETRAIN_SEED
     for r in rows:
         seed = efficiency_plan.RESEEDED[r.variant][1]["seed"]
-        lines.append(
-            f"| {NAMES.get(r.objective, r.objective)} | {r.steps} | {_cell(r.first)} | "
-            f"{_cell(r.again)} (seed {seed}) | "
-            + ("- (-)" if r.comparison is None else
-               f"{_bold(r.comparison.verdict)} ({_p(r.comparison.p)})")
-            + " | " + ("-" if r.first is None else
-                       f"{r.again.median - r.first.median:+.1f}") + " |")
+        cells = [NAMES.get(r.objective, r.objective), str(r.steps),
+                 "-" if r.first is None else f"{_cell(r.first)} (seed {first_seed})",
+                 f"{_cell(r.again)} (seed {seed})"]
+        if r.first is None or r.comparison is None:
+            cells += ["- (-)", "-"]
+        else:
+            ahead = "no difference" if r.comparison.verdict == "no difference" else \
+                f"seed {seed if r.again.median > r.first.median else first_seed}"
+            cells += [f"{_bold(ahead)} ({_p(r.comparison.p)})",
+                      f"{r.again.median - r.first.median:+.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -246,7 +251,7 @@ def plot_curves(curves: Sequence[Curve], path: str) -> None:
             y = [s.median for s in points]
             low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
             high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
-            # A variant (another generator or loss weight) is drawn hollow and larger, so
+            # A variant (another generator, loss weight or seed) is drawn hollow and larger, so
             # that it does not hide its recipe's point when the two score alike.
             variant = objective in efficiency_plan.VARIANTS
             ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker=marker,

@@ -5,7 +5,8 @@ Each model (an objective at a pretraining budget, or `none`: random weights) cho
 fine-tuning learning rate per task and metric: the rate with the best median over seeds on dev.
 The numbers shown are that rate's test scores over the seeds: median, interquartile range,
 min-max. A model enters the tables only once its sweep is complete (every learning rate and seed
-the records hold for that task, on dev and test); until then the report names it as under way.
+the records hold for that task, on dev and test); until then the report names it as not
+complete.
 The decision rule (docs/reproduction.md), applied per budget on pos's test accuracy on words
 unseen in its training sentences (`unseen_accuracy`):
 - "pretraining transfers at B" when the better of ELECTRA and BERT at B (the higher median)

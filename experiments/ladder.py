@@ -181,12 +181,13 @@ WIDE_WARMUP_STEPS = 500
 # either generator, where BERT's first rung showed transfer (docs/reproduction.md, "The wide
 # ladder", "ELECTRA on the wide ladder", "ELECTRA with a 1/2 generator" and "Table 5 at
 # ELECTRA's steps": which generator Table 5 takes is decided by the 1/2 generator's rung 1);
-# ELECTRA and Replace MLM with each other's loss weight ("The weighting confound").
+# ELECTRA and Replace MLM with each other's loss weight ("The weighting confound"), and both
+# pretrained again from a second seed ("Pretraining seeds").
 LADDERS["mixed_wide"] = dataclasses.replace(
     LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
                                                  learning_rate=WIDE_LEARNING_RATE),
     min_flops=0.0, max_flops=0.0, rungs=2, rung_steps=(5000, 10000),
-    objectives=("mlm", "electra", "electra_half", "electra_w1",
+    objectives=("mlm", "electra", "electra_half", "electra_w1", "electra_seed2",
                 *efficiency_plan.TABLE5_REFERENCE),
     equal_steps=tuple(efficiency_plan.TABLE5_REFERENCE), warmup_steps=WIDE_WARMUP_STEPS,
     trunk_name="pilot_wide_{objective}_lr0.0005_w500", run_prefix="wide_",

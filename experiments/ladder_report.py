@@ -33,7 +33,8 @@ import records  # noqa: E402
 import report  # noqa: E402
 from ladder_verdicts import (  # noqa: E402
     COLLAPSE_MARGIN, COLORS, NAMES, NONE, VERDICT_METRIC, VERDICT_TASK, Scores, Table5Row,
-    Verdict, baseline_score, collapsed, incomplete, ordered, rank, select, table5, verdicts)
+    Reseeded, Verdict, baseline_score, collapsed, incomplete, ordered, rank, reseeded, select,
+    table5, verdicts)
 
 # The report's tables: (task, metric) in this order, those with records.
 SHOWN = (("pos", "unseen_accuracy"), ("pos", "accuracy"), ("sst", "accuracy"))
@@ -77,8 +78,15 @@ def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _spread(scores: Scores) -> str:
+    """The test scores' median [interquartile range] (min-max)."""
+    test = scores.test
+    low, high = np.percentile(test, 25), np.percentile(test, 75)
+    return f"{scores.median:.1f} [{low:.1f}, {high:.1f}] ({min(test):.1f}-{max(test):.1f})"
+
+
 def _cell(scores: Scores | None) -> str:
-    return "-" if scores is None else f"{scores.spread()} (lr {scores.learning_rate:g})"
+    return "-" if scores is None else f"{_spread(scores)} (lr {scores.learning_rate:g})"
 
 
 def _bold(verdict: str) -> str:
@@ -114,12 +122,34 @@ def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) 
     return "\n".join(lines)
 
 
+def reseeded_table(rows: Sequence[Reseeded]) -> str:
+    """Each objective's first pretraining run beside the one from another seed: the rule's
+    test between them (the seed whose model is ahead), and how far apart their medians are."""
+    lines = ["| model | steps | first run | second run | ahead (p) | "
+             "the second's median minus the first's |", "|---|---|---|---|---|---|"]
+    first_seed = efficiency_plan.PRETRAIN_SEED
+    for r in rows:
+        seed = efficiency_plan.RESEEDED[r.variant][1]["seed"]
+        cells = [NAMES.get(r.objective, r.objective), str(r.steps),
+                 "-" if r.first is None else f"{_cell(r.first)} (seed {first_seed})",
+                 f"{_cell(r.again)} (seed {seed})"]
+        if r.first is None or r.comparison is None:
+            cells += ["- (-)", "-"]
+        else:
+            ahead = "no difference" if r.comparison.verdict == "no difference" else \
+                f"seed {seed if r.again.median > r.first.median else first_seed}"
+            cells += [f"{_bold(ahead)} ({_p(r.comparison.p)})",
+                      f"{r.again.median - r.first.median:+.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def scores_table(scores: dict[tuple, Scores]) -> str:
     lines = ["| model | pretraining steps | pretraining FLOPs | test: median [IQR] (min-max) | "
              "lr (dev median) |", "|---|---|---|---|---|"]
     for s in sorted(scores.values(), key=lambda s: (rank(s.objective), s.pretrain_steps)):
         lines.append(f"| {NAMES.get(s.objective, s.objective)} | {s.pretrain_steps} | "
-                     f"{s.pretrain_flops:.3g} | {s.spread()} | {s.learning_rate:g} "
+                     f"{s.pretrain_flops:.3g} | {_spread(s)} | {s.learning_rate:g} "
                      f"({s.dev_median:.1f}) |")
     return "\n".join(lines)
 
@@ -221,7 +251,7 @@ def plot_curves(curves: Sequence[Curve], path: str) -> None:
             y = [s.median for s in points]
             low = [m - np.percentile(s.test, 25) for m, s in zip(y, points)]
             high = [np.percentile(s.test, 75) - m for m, s in zip(y, points)]
-            # A variant (another generator or loss weight) is drawn hollow and larger, so
+            # A variant (another generator, loss weight or seed) is drawn hollow and larger, so
             # that it does not hide its recipe's point when the two score alike.
             variant = objective in efficiency_plan.VARIANTS
             ax.errorbar([s.pretrain_flops for s in points], y, yerr=[low, high], marker=marker,
@@ -479,6 +509,16 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "recipe there by the rule's test: the winner when its median is higher with "
             "p < 0.05, else *no difference*.\n\n"
             + table5_table(table5_rows, table5_collapses))
+    reseeded_rows = reseeded(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    if reseeded_rows:
+        sections.append(
+            f"## Pretraining seeds ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
+            f"Every other model is pretrained from seed {efficiency_plan.PRETRAIN_SEED}, so "
+            "the spread over fine-tuning seeds leaves out what the pretraining seed changes "
+            "(initial weights, masking, the generator's samples, dropout, the order of the "
+            "examples). These objectives were pretrained again from another seed; each is "
+            "compared with its first run by the rule's test (docs/reproduction.md, "
+            "\"Pretraining seeds\").\n\n" + reseeded_table(reseeded_rows))
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)
         if scores:
@@ -487,8 +527,10 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
                         for model in incomplete(finetune, task, metric)})
     if under_way:
         sections.append(
-            "Fine-tuning under way, left out of every table above until each of its learning "
-            "rates and seeds is in: " + ", ".join(
+            "Fine-tuning sweeps not complete, left out of every table above until each of "
+            "their learning rates and seeds is in (a sitting stopped between their runs, or "
+            "the model was lost before they ended: docs/reproduction.md says which): "
+            + ", ".join(
                 f"{NAMES.get(o, o)} at {steps:,} steps" for o, steps in under_way) + ".")
     if probe:
         sections.append("## Linear probe of the frozen discriminator (dev)\n\n"

@@ -5,7 +5,8 @@ Each model (an objective at a pretraining budget, or `none`: random weights) cho
 fine-tuning learning rate per task and metric: the rate with the best median over seeds on dev.
 The numbers shown are that rate's test scores over the seeds: median, interquartile range,
 min-max. A model enters the tables only once its sweep is complete (every learning rate and seed
-the records hold for that task, on dev and test); until then the report names it as under way.
+the records hold for that task, on dev and test); until then the report names it as not
+complete.
 The decision rule (docs/reproduction.md), applied per budget on pos's test accuracy on words
 unseen in its training sentences (`unseen_accuracy`):
 - "pretraining transfers at B" when the better of ELECTRA and BERT at B (the higher median)
@@ -48,7 +49,8 @@ NAMES = {**efficiency_plan.NAMES, NONE: "no pretraining"}
 COLORS = {"electra": "tab:blue", "electra_half": "tab:green", "electra_15": "tab:purple",
           "replace_mlm": "tab:brown", "all_tokens_mlm": "tab:pink", "electra_15_half": "tab:red",
           "replace_mlm_half": "tab:olive", "all_tokens_mlm_half": "tab:cyan",
-          "electra_w1": "tab:gray", "replace_mlm_w50": "gold", BERT: "tab:orange"}
+          "electra_w1": "tab:gray", "replace_mlm_w50": "gold", "electra_seed2": "navy",
+          "replace_mlm_seed2": "saddlebrown", BERT: "tab:orange"}
 
 
 def rank(objective: str) -> tuple[int, str]:
@@ -75,11 +77,6 @@ class Scores:
     @property
     def median(self) -> float:
         return float(np.median(self.test))
-
-    def spread(self) -> str:
-        low, high = np.percentile(self.test, 25), np.percentile(self.test, 75)
-        return (f"{self.median:.1f} [{low:.1f}, {high:.1f}] ({min(self.test):.1f}-"
-                f"{max(self.test):.1f})")
 
 
 Runs = dict[tuple, dict[str, dict[int, float]]]
@@ -248,6 +245,32 @@ def table5(scores: dict[tuple, Scores]) -> list[Table5Row]:
             rows.append(Table5Row(electra_recipe, steps, electra, models, {} if electra is None
                                   else {o: compare(s, electra) for o, s in models.items()}))
     return rows
+
+
+@dataclasses.dataclass
+class Reseeded:
+    """An objective pretrained from efficiency_plan.PRETRAIN_SEED (None: not yet) and again
+    from another seed (`variant`, efficiency_plan.RESEEDED), at the same steps, compared by the
+    rule's test."""
+    objective: str
+    variant: str
+    steps: int
+    first: Scores | None
+    again: Scores
+    comparison: Comparison | None
+
+
+def reseeded(scores: dict[tuple, Scores]) -> list[Reseeded]:
+    """Every objective pretrained again from another seed beside its first run, in the
+    reports' order."""
+    out = []
+    for variant in ordered(o for o, _ in scores if o in efficiency_plan.RESEEDED):
+        objective = efficiency_plan.RESEEDED[variant][0]
+        for steps in sorted(steps for o, steps in scores if o == variant):
+            first, again = scores.get((objective, steps)), scores[(variant, steps)]
+            out.append(Reseeded(objective, variant, steps, first, again,
+                                None if first is None else compare(again, first)))
+    return out
 
 
 # A tagger within this many points of the most-frequent-tag baseline's accuracy has collapsed

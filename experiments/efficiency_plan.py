@@ -35,9 +35,9 @@ WEIGHT_SWAPPED = {"replace_mlm_w50": ("replace_mlm", {"disc_weight": 50.0}),
                   "electra_w1": ("electra", {"disc_weight": 1.0})}
 VARIANTS.update(WEIGHT_SWAPPED)
 # ELECTRA and Replace MLM pretrained again from another seed (docs/reproduction.md,
-# "Pretraining seeds"): the seed draws the initial weights, the masking, the generator's samples,
-# dropout and the order of the training examples, which every other run draws from
-# PRETRAIN_SEED, so the fine-tuning seeds' spread leaves this noise out.
+# "Pretraining seeds"): the seed draws the initial weights, the masking, the generator's samples
+# and dropout, and shuffles the training files and a small buffer of examples; every other run
+# draws them from PRETRAIN_SEED, so the fine-tuning seeds' spread leaves this noise out.
 RESEEDED = {f"{objective}_seed2": (objective, {"seed": 2})
             for objective in ("electra", "replace_mlm")}
 VARIANTS.update(RESEEDED)

@@ -516,7 +516,8 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             f"Every other model is pretrained from seed {efficiency_plan.PRETRAIN_SEED}, so "
             "the spread over fine-tuning seeds leaves out what the pretraining seed changes "
             "(initial weights, masking, the generator's samples, dropout, the shuffling of the "
-            "training files and of a small buffer of examples). These objectives were pretrained again from another seed; each is "
+            "training files and of a small buffer of examples). These objectives were "
+            "pretrained again from another seed; each is "
             "compared with its first run by the rule's test (docs/reproduction.md, "
             "\"Pretraining seeds\").\n\n" + reseeded_table(reseeded_rows))
     for task, metric in SHOWN:

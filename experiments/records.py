@@ -106,7 +106,7 @@ def latest(records: Iterable[dict[str, Any]], *key: str) -> list[dict[str, Any]]
     ...        "step")
     [{'step': 2, 'loss': 2.0}, {'step': 1, 'loss': 2.9}]
     """
-    last = {}
+    last: dict[tuple, dict[str, Any]] = {}
     for record in records:
         identity = tuple(record[k] for k in key)
         last.pop(identity, None)

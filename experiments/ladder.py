@@ -336,21 +336,25 @@ NOT_CURVES = ("examples_per_second", "steps_per_second", "skipped_steps")
 def record_curve(sitting: Sitting, climb: Climb, name: str, kind: str) -> None:
     """curves.jsonl: a line per logged step of a pretraining piece (every loss and metric the
     run wrote to TensorBoard, and the learning rate), for the steps not yet recorded for that
-    piece, so that the report can show where each objective leaves the unigram stage."""
+    piece as logged, so that the report can show where each objective leaves the unigram stage.
+    A step recorded with other values (the piece pretrained again from an earlier step, its
+    checkpoints lost with a machine) is recorded again: readers take a step's last line
+    (records.latest), the curve of the model that was kept."""
     from electra_tf.progress import read_events
 
     directory = model_dir(sitting, name)
     if not os.path.isdir(directory):
         return
     scalars, _ = read_events(directory)
-    recorded = {r["step"] for r in sitting.store.read("curves") if r["model"] == name}
-    steps = sorted({s for values in scalars.values() for s in values} - recorded)
+    recorded = {r["step"]: r["scalars"] for r in sitting.store.read("curves")
+                if r["model"] == name}
+    logged = {step: {tag: values[step] for tag, values in sorted(scalars.items())
+                     if step in values and tag not in NOT_CURVES}
+              for step in sorted({s for values in scalars.values() for s in values})}
     sitting.store.append("curves", [
         {"objective": climb.objective, "model": name, "kind": kind, "step": step,
-         "pretrain_flops": step * climb.step_flops,
-         "scalars": {tag: values[step] for tag, values in sorted(scalars.items())
-                     if step in values and tag not in NOT_CURVES}}
-        for step in steps])
+         "pretrain_flops": step * climb.step_flops, "scalars": values}
+        for step, values in logged.items() if recorded.get(step) != values])
 
 
 # ----------------------------------------------------------------------------- the trunks

@@ -470,7 +470,8 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     probe = records.read(os.path.join(results_dir, "probe.jsonl"))
     pretrain = records.read(os.path.join(results_dir, "pretrain.jsonl"))
     baselines = records.read(os.path.join(results_dir, "baseline.jsonl"))
-    curves = records.read(os.path.join(results_dir, "curves.jsonl"))
+    curves = records.latest(records.read(os.path.join(results_dir, "curves.jsonl")),
+                            "model", "step")
     no_context = pretraining_baselines(baselines)
     os.makedirs(report_dir, exist_ok=True)
     points = ladder_curve(finetune, baselines)

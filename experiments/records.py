@@ -98,6 +98,22 @@ def append(path: str, records: Iterable[dict[str, Any]]) -> None:
         os.close(fd)
 
 
+def latest(records: Iterable[dict[str, Any]], *key: str) -> list[dict[str, Any]]:
+    """The last record of each `key` value, in the order of those last records: in an
+    append-only file a later record supersedes an earlier one with the same key.
+
+    >>> latest([{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.0}, {"step": 1, "loss": 2.9}],
+    ...        "step")
+    [{'step': 2, 'loss': 2.0}, {'step': 1, 'loss': 2.9}]
+    """
+    last: dict[tuple, dict[str, Any]] = {}
+    for record in records:
+        identity = tuple(record[k] for k in key)
+        last.pop(identity, None)
+        last[identity] = record
+    return list(last.values())
+
+
 class Stopwatch:
     """A run's cost for its record: wall seconds and this process's CPU seconds (every thread)
     since it was made.

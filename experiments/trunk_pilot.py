@@ -198,13 +198,13 @@ def write_report(results: str, report_dir: str, trunks: str) -> list[str]:
     from electra_tf import files
 
     pretrain = records.read(os.path.join(results, "pretrain.jsonl"))
-    curves = records.read(os.path.join(results, "curves.jsonl"))
+    curves = records.latest(records.read(os.path.join(results, "curves.jsonl")), "model", "step")
     lengths = sorted({r["pretrain_steps"] for r in pretrain if r.get("finished")})
     name = os.path.basename(os.path.abspath(results))
     # The ladder's own trunks (peak learning rate 1e-3), judged at each of the pilot's lengths.
     trunks = os.path.join(os.path.dirname(os.path.abspath(results)), trunks)
-    curves += [r for r in records.read(os.path.join(trunks, "curves.jsonl"))
-               if r["kind"] == "trunk"]
+    curves += [r for r in records.latest(records.read(os.path.join(trunks, "curves.jsonl")),
+                                         "model", "step") if r["kind"] == "trunk"]
     pretrain += [r for r in records.read(os.path.join(trunks, "pretrain.jsonl"))
                  if r["kind"] == "trunk"]
     no_context = pretraining_baselines(records.read(os.path.join(trunks, "baseline.jsonl")))

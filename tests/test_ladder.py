@@ -491,6 +491,32 @@ def test_the_learning_curve_of_a_piece_is_recorded_once_without_the_rates(tmp_pa
     assert sitting.store.read("curves")[1]["pretrain_flops"] == 4 * electra.step_flops
 
 
+def test_a_piece_pretrained_again_after_its_checkpoints_were_lost_records_its_own_curve(
+        tmp_path):
+    """A trunk restarted from step 0 on a new machine logs its steps again; a step whose values
+    differ from the lost run's is recorded again, and readers take the last line of each step."""
+    from electra_tf.progress import ProgressLogger
+
+    sitting = _sitting(tmp_path)
+    electra = ladder.plan(sitting.ladder, "/nonexistent")[0]
+    directory = ladder.model_dir(sitting, electra.trunk)
+    lost = ProgressLogger(directory, 4, 0, 8)
+    lost.scalars(2, {"masked_lm_loss": 9.0})
+    lost.scalars(4, {"masked_lm_loss": 8.5})
+    ladder.record_curve(sitting, electra, electra.trunk, "trunk")
+    shutil.rmtree(directory)
+    again = ProgressLogger(directory, 4, 0, 8)
+    again.scalars(2, {"masked_lm_loss": 9.0})
+    again.scalars(4, {"masked_lm_loss": 8.25})
+    again.scalars(6, {"masked_lm_loss": 8.0})
+    ladder.record_curve(sitting, electra, electra.trunk, "trunk")
+    lines = sitting.store.read("curves")
+    assert [(r["step"], r["scalars"]["masked_lm_loss"]) for r in lines] == [
+        (2, 9.0), (4, 8.5), (4, 8.25), (6, 8.0)]
+    assert sorted((r["step"], r["scalars"]["masked_lm_loss"])
+                  for r in records.latest(lines, "model", "step")) == [(2, 9.0), (4, 8.25), (6, 8.0)]
+
+
 def test_the_no_context_baselines_count_every_token_but_padding_and_separators(tmp_path):
     """The unigram distribution over the maskable tokens; and what a masked LM that reads no
     context scores in the training metrics: the kept token copied (15% of the masked

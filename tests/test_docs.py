@@ -35,8 +35,10 @@ NOT_OURS = {
     "keras_hub/src/models/electra/electra_backbone.py",
 }
 # Flags the docs name that belong to no command of ours: XLA's own (set through TF_XLA_FLAGS /
-# XLA_FLAGS), which docs/performance.md names for what it tried.
-NOT_OUR_FLAGS = {"xla_cpu_use_onednn", "xla_cpu_use_xnnpack", "tf_xla_ops_to_cluster"}
+# XLA_FLAGS), which docs/performance.md names for what it tried, and pytest's, which it names for
+# how the suite reports its slowest tests.
+NOT_OUR_FLAGS = {"xla_cpu_use_onednn", "xla_cpu_use_xnnpack", "tf_xla_ops_to_cluster",
+                 "durations"}
 
 _FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
 _SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")

@@ -45,13 +45,14 @@ def test_learned_vocab_round_trip(corpus, tmp_path):
     assert config.vocab_size == len(vocab)  # taken from the file
 
 
-def test_cli(corpus, tmp_path, capsys):
+def test_cli(corpus, tmp_path, capsys, caplog):
     """The command in this process, cased, in the compact layout with one more reserved token
     (BERT's layout is test_learned_vocab_round_trip's; tests/test_cli.py starts it as a
     script). Its flags are in a FlagValues of their own: their names are other commands' too."""
     out = tmp_path / "vocab.txt"
     flag_values = flags.FlagValues()
     build_vocab.define_flags(flag_values)
+    assert flag_values["bert_layout"].default is True
     with unittest.mock.patch.object(build_vocab, "FLAGS", flag_values):
         build_vocab.main(flag_values([
             "build_vocab.py", f"--corpus-dir={corpus}", f"--output-file={out}",
@@ -66,7 +67,7 @@ def test_cli(corpus, tmp_path, capsys):
             next(line for line in printed.out.splitlines()
                  if line.startswith("learning up to 600 tokens from ")),
             f"wrote {len(tokens)} tokens to {out}"]
-        assert str(out) not in printed.err
+        assert str(out) not in printed.err and str(out) not in caplog.text
         assert tokens[:6] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[URL]"]
         assert any(t != t.lower() for t in tokens)  # cased
         # The usage errors (conftest.usage_error).

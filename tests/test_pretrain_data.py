@@ -466,9 +466,9 @@ def test_the_default_shard_count_scales_with_the_corpus(tmp_path):
 def test_cli_usage_errors(tmp_path):
     """(The whole command, with dashed spellings, runs in test_reads_a_prepared_tfds_dataset.)"""
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "pretrain_data.tfrecord-00000-of-00002").write_bytes(b"")
+    (tmp_path / "out" / shard_files.shard_name(0, 2)).write_bytes(b"")  # an earlier build's
     assert "pass --overwrite to replace them" in _usage_error(
-        builder, f"--corpus_dir={SAMPLE / 'corpus'}", f"--vocab_file={BERT_VOCAB}",
+        builder, f"--corpus-dir={SAMPLE / 'corpus'}", f"--vocab_file={BERT_VOCAB}",
         f"--output_dir={tmp_path / 'out'}", "--num_out_files=4")
     assert "give either --corpus_dir or --tfds_name" in _usage_error(
         builder, f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'x'}")

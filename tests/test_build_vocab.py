@@ -5,7 +5,7 @@ import unittest.mock
 import pytest
 from absl import flags
 
-from conftest import SAMPLE, run_script, tiny_config, usage_error
+from conftest import SAMPLE, tiny_config, usage_error
 from electra_tf.tokenization import WordPieceTokenizer
 from pretrain_data import build_pretraining_dataset as builder
 from pretrain_data import build_vocab
@@ -45,31 +45,32 @@ def test_learned_vocab_round_trip(corpus, tmp_path):
     assert config.vocab_size == len(vocab)  # taken from the file
 
 
-def test_compact_layout_and_extra_reserved_tokens(corpus):
-    vocab = learn_vocab([str(corpus / "a.txt")], 800, bert_layout=False,
-                        extra_reserved=["[URL]", "[MASK]"])
-    assert vocab[:6] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[URL]"]
-
-
-def test_cli(corpus, tmp_path):
+def test_cli(corpus, tmp_path, capsys, caplog):
+    """The command in this process, cased, in the compact layout with one more reserved token
+    (BERT's layout is test_learned_vocab_round_trip's; tests/test_cli.py starts it as a
+    script). Its flags are in a FlagValues of their own: their names are other commands' too."""
     out = tmp_path / "vocab.txt"
-    result = run_script("pretrain_data/build_vocab.py", f"--corpus-dir={corpus}",
-                        f"--output-file={out}", "--vocab-size=600", "--nodo-lower-case")
-    assert result.returncode == 0, result.stderr
-    tokens = out.read_text(encoding="utf-8").split("\n")[:-1]
-    # What it is doing while it works, then the result once.
-    assert result.stdout.splitlines() == [
-        f"counting words: file 1/1, {corpus / 'a.txt'}",
-        next(line for line in result.stdout.splitlines() if line.startswith("learning up to 600 "
-                                                                             "tokens from ")),
-        f"wrote {len(tokens)} tokens to {out}"]
-    assert str(out) not in result.stderr
-    assert tokens[101] == "[CLS]" and any(t != t.lower() for t in tokens)  # cased
-    # The usage errors in this process (conftest.usage_error), the command's flags in a
-    # FlagValues of their own: their names are other commands' too.
     flag_values = flags.FlagValues()
     build_vocab.define_flags(flag_values)
+    assert flag_values["bert_layout"].default is True
     with unittest.mock.patch.object(build_vocab, "FLAGS", flag_values):
+        build_vocab.main(flag_values([
+            "build_vocab.py", f"--corpus-dir={corpus}", f"--output-file={out}",
+            "--vocab-size=600", "--nodo-lower-case", "--nobert_layout",
+            "--reserved_tokens=[URL],[MASK]"]))
+        flag_values.unparse_flags()
+        printed = capsys.readouterr()
+        tokens = out.read_text(encoding="utf-8").split("\n")[:-1]
+        # What it is doing while it works, then the result once.
+        assert printed.out.splitlines() == [
+            f"counting words: file 1/1, {corpus / 'a.txt'}",
+            next(line for line in printed.out.splitlines()
+                 if line.startswith("learning up to 600 tokens from ")),
+            f"wrote {len(tokens)} tokens to {out}"]
+        assert str(out) not in printed.err and str(out) not in caplog.text
+        assert tokens[:6] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[URL]"]
+        assert any(t != t.lower() for t in tokens)  # cased
+        # The usage errors (conftest.usage_error).
         assert "exists; pass --overwrite" in usage_error(
             build_vocab, f"--corpus_dir={corpus}", f"--output_file={out}")
         assert "--vocab_size 50 leaves no room" in usage_error(

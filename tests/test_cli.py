@@ -74,10 +74,9 @@ def fresh(tmp_path_factory):
     quiet = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     all_logs = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}  # every line TensorFlow logs
     # A command in TENSORFLOW_AT_HELP answers its help test from its ("cuda", script) run: the
-    # log level changes stderr only.
-    runs = {**{("help", script): ([script, "--help"], REPO, quiet) for script in COMMANDS
-               if script not in TENSORFLOW_AT_HELP},
-            "missing_input": (["run_pretraining.py", f"--data_dir={root / 'missing'}",
+    # log level changes stderr only. (The other commands' --help runs in
+    # test_flags_are_parsed_before_tensorflow_loads.)
+    runs = {"missing_input": (["run_pretraining.py", f"--data_dir={root / 'missing'}",
                                "--model_name=x"], REPO, quiet),
             **{("cuda", script): ([script, "--help"], REPO, all_logs)
                for script in TENSORFLOW_AT_HELP},
@@ -102,13 +101,21 @@ def fresh(tmp_path_factory):
         proc.wait()
 
 
+def _check_help(script: str, out: str) -> None:
+    """--help lists flags and names the command's reference doc."""
+    assert f"reference for this command (every option, what it reads and writes): " \
+           f"{COMMANDS[script]}" in out, script
+    assert "flags:" in out and "--" in out, script
+
+
 def test_help_exits_0_and_points_to_the_reference(fresh):
-    for script in COMMANDS:
-        rc, out, err = fresh(("cuda" if script in TENSORFLOW_AT_HELP else "help", script))
+    """The commands that import TensorFlow at --help (the others:
+    test_flags_are_parsed_before_tensorflow_loads)."""
+    assert set(COMMANDS) == {*TENSORFLOW_AT_HELP, *LIGHT_COMMANDS}
+    for script in TENSORFLOW_AT_HELP:
+        rc, out, err = fresh(("cuda", script))
         assert rc == 0, (script, err[-2000:])
-        assert f"reference for this command (every option, what it reads and writes): " \
-               f"{COMMANDS[script]}" in out, script
-        assert "flags:" in out and "--" in out, script
+        _check_help(script, out)
 
 
 def test_run_finetunings_help_says_what_a_rerun_does():
@@ -139,7 +146,8 @@ except SystemExit as e:
 @pytest.mark.parametrize("argv", [["--help"], ["--no_such_flag=1"]], ids=["help", "bad_flag"])
 def test_flags_are_parsed_before_tensorflow_loads(argv):
     """--help and a flag error answer without importing TensorFlow (seconds), and --help lists
-    the command's own flags, not TensorFlow's (--tt_check_filter, --hbm_oom_exit)."""
+    the command's own flags, not TensorFlow's (--tt_check_filter, --hbm_oom_exit), and names
+    the command's reference doc."""
     procs = {script: subprocess.Popen([sys.executable, "-c", _REPORT_IMPORTS, script, *argv],
                                       cwd=REPO, text=True, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE)
@@ -149,6 +157,7 @@ def test_flags_are_parsed_before_tensorflow_loads(argv):
         out, err = proc.communicate(timeout=300)
         assert out.splitlines()[-1] == f"exit {code} tensorflow imported: False", (script, err)
         if argv == ["--help"]:
+            _check_help(script, out)
             assert "--tt_check_filter" not in out and "--hbm_oom_exit" not in out, script
             help_text = out.split("flags:")[1].rsplit("\nexit ", 1)[0]
             assert "tensorflow" not in help_text, script

@@ -353,47 +353,6 @@ def test_squad_v1_fits_its_training_questions(finetuning_dir):
     assert results["squadv1"]["f1"] >= 80.0
 
 
-def test_multitask_sst_and_rte_with_layerwise_decay(finetuning_dir):
-    """Several tasks train jointly (the original's multi-task mode): one encoder, a head per
-    task, each example's loss from its own head; both are scored and the GLUE average is
-    reported."""
-    import run_finetuning
-    from electra_tf.finetuning.config import from_hparams
-
-    rte = finetuning_dir / "finetuning_data" / "rte"
-    rte.mkdir()
-    dev = (finetuning_dir / "finetuning_data" / "sst" / "dev.tsv").read_text().splitlines()[1:]
-    pairs = [line.split("\t")[0] for line in dev]
-    rows = "".join(f"{i}\t{a}\t{b}\t{'entailment' if i % 2 else 'not_entailment'}\n"
-                   for i, (a, b) in enumerate(zip(pairs, pairs[1:] + pairs[:1])))
-    for split in ("train", "dev"):
-        (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + rows)
-    hparams = {**TINY_FINETUNING, "task_names": ["sst", "rte"], "num_train_epochs": 1}
-    config = from_hparams("tiny", str(finetuning_dir), hparams)
-    assert config.num_train_epochs == 1.0 and config.layerwise_lr_decay == 0.8
-    results = run_finetuning.run(config)
-    assert set(results) == {"sst", "rte"}
-    summary = json.loads((finetuning_dir / "models" / "tiny" / "results" /
-                          "sst,rte_results.json").read_text())
-    assert summary["glue_score_median"] == pytest.approx(
-        (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)
-    # Each task's majority-class baseline, of its training split (both are balanced: a tie
-    # goes to the first label).
-    assert summary["baselines"] == {
-        "sst": {"predicts": "majority class '0' of train", "accuracy": 50.0},
-        "rte": {"predicts": "majority class 'entailment' of train", "accuracy": 50.0}}
-    # An evaluation-only run deletes none of the checkpoints it evaluates, whatever
-    # keep_all_models says (the original's would remove every trial's but the last).
-    models = finetuning_dir / "models" / "tiny" / "finetuning_models"
-    assert sorted(p.name for p in models.iterdir()) == ["sst,rte_model_1", "sst,rte_run.json"]
-    shutil.copytree(models / "sst,rte_model_1", models / "sst,rte_model_2")
-    run_finetuning.run(from_hparams("tiny", str(finetuning_dir), {
-        **hparams, "num_trials": 2, "keep_all_models": False, "do_train": False,
-        "do_eval": True}))
-    assert sorted(p.name for p in models.iterdir()) == [
-        "sst,rte_model_1", "sst,rte_model_2", "sst,rte_run.json"]
-
-
 def _squad_in_tfds(tmp_path):
     """tensorflow-datasets' mock serving squad/v2.0 as the shared sample and two unanswerable
     questions (the _squad_v2 files, also returned: their dev.json's path)."""
@@ -529,14 +488,12 @@ class LongReview(Task):
                 "long": 100.0 * float(labels.mean())}
 
 
-def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
-    """A kind of task the package has never seen (LongReview above: its class, its head and its
-    hparam), registered with one line, trains beside sst through run_finetuning on files this
-    test writes; its hparam is an --hparams key as any other."""
-    import run_finetuning
+def _register_long_review(finetuning_dir, monkeypatch) -> list[str]:
+    """LongReview registered as "long" (undone after the test) and its train/dev.txt written;
+    returns the dev reviews."""
     from electra_tf.finetuning import task_builder
 
-    monkeypatch.setattr(task_builder, "TASKS", dict(task_builder.TASKS))  # undone after
+    monkeypatch.setattr(task_builder, "TASKS", dict(task_builder.TASKS))
     task_builder.register(LongReview("long"))
     rng = np.random.default_rng(0)
     words = "the film was a good bad long slow funny story with great actors".split()
@@ -546,26 +503,74 @@ def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
     (directory / "dev.txt").write_text("\n".join(dev) + "\n")
     (directory / "train.txt").write_text("\n".join(
         " ".join(rng.choice(words, size=n)) for n in rng.integers(2, 12, size=48)) + "\n")
+    return dev
+
+
+def test_a_new_task_type_is_one_class(finetuning_dir, monkeypatch):
+    """A kind of task the package has never seen (LongReview above: its class, its head and its
+    hparam) is registered with one line; its hparam is an --hparams key as any other. It trains
+    beside sst and rte in test_multitask_with_a_new_task_type_and_layerwise_decay."""
+    _register_long_review(finetuning_dir, monkeypatch)
     with pytest.raises(ConfigError, match="did you mean 'long_review_words'"):
         finetuning_config.from_hparams("tiny", str(finetuning_dir), {"long_review_word": 6})
-
-    hparams = {**TINY_FINETUNING, "task_names": ["sst", "long"], "num_train_epochs": 1,
-               "long_review_words": 6}
-    config = finetuning_config.from_hparams("tiny", str(finetuning_dir), json.dumps(hparams))
-    results = run_finetuning.run(config)
-    assert set(results) == {"sst", "long"} and 0 <= results["long"]["accuracy"] <= 100
-    # The task read its hparam: the share of dev reviews of more than 6 words.
-    assert results["long"]["long"] == pytest.approx(
-        100.0 * np.mean([len(s.split()) > 6 for s in dev]))
-    saved = json.loads((finetuning_dir / "models" / "tiny" / "results" /
-                        "sst,long_config.json").read_text())
-    assert saved["long_review_words"] == 6 and saved["doc_stride"] == 128
+    config = finetuning_config.from_hparams("tiny", str(finetuning_dir), json.dumps(
+        {"task_names": ["long"], "long_review_words": 6}))
+    assert LongReview("long").hparams(config).long_review_words == 6
     # docs/finetuning.md's example is this one, as written here.
     doc = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8")
     block = doc.split("### Adding a task")[1].split("```python\n")[1].split("```")[0]
     code = block[block.index("class MeanPoolHead"):block.index("task_builder.register")]
     assert code.strip() in (REPO / "tests" / "test_finetuning.py").read_text(encoding="utf-8")
     assert 'task_builder.register(LongReview("long"))' in block
+
+
+def test_multitask_with_a_new_task_type_and_layerwise_decay(finetuning_dir, monkeypatch):
+    """Several tasks train jointly (the original's multi-task mode): one encoder, a head per
+    task, each example's loss from its own head. Here sst, rte and LongReview, a kind of task
+    the package has never seen, on files this test writes; all are scored, and the GLUE
+    average is reported over the GLUE tasks."""
+    import run_finetuning
+
+    dev_reviews = _register_long_review(finetuning_dir, monkeypatch)
+    rte = finetuning_dir / "finetuning_data" / "rte"
+    rte.mkdir()
+    dev = (finetuning_dir / "finetuning_data" / "sst" / "dev.tsv").read_text().splitlines()[1:]
+    pairs = [line.split("\t")[0] for line in dev]
+    rows = "".join(f"{i}\t{a}\t{b}\t{'entailment' if i % 2 else 'not_entailment'}\n"
+                   for i, (a, b) in enumerate(zip(pairs, pairs[1:] + pairs[:1])))
+    for split in ("train", "dev"):
+        (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" + rows)
+    hparams = {**TINY_FINETUNING, "task_names": ["sst", "rte", "long"], "num_train_epochs": 1,
+               "long_review_words": 6}
+    config = finetuning_config.from_hparams("tiny", str(finetuning_dir), hparams)
+    assert config.num_train_epochs == 1.0 and config.layerwise_lr_decay == 0.8
+    results = run_finetuning.run(config)
+    assert set(results) == {"sst", "rte", "long"} and 0 <= results["long"]["accuracy"] <= 100
+    # The new task read its hparam: the share of dev reviews of more than 6 words.
+    assert results["long"]["long"] == pytest.approx(
+        100.0 * np.mean([len(s.split()) > 6 for s in dev_reviews]))
+    output = finetuning_dir / "models" / "tiny" / "results"
+    saved = json.loads((output / "sst,rte,long_config.json").read_text())
+    assert saved["long_review_words"] == 6 and saved["doc_stride"] == 128
+    summary = json.loads((output / "sst,rte,long_results.json").read_text())
+    assert summary["glue_score_median"] == pytest.approx(
+        (results["sst"]["accuracy"] + results["rte"]["accuracy"]) / 2)
+    # Each GLUE task's majority-class baseline, of its training split (both are balanced: a
+    # tie goes to the first label); LongReview defines none.
+    assert summary["baselines"] == {
+        "sst": {"predicts": "majority class '0' of train", "accuracy": 50.0},
+        "rte": {"predicts": "majority class 'entailment' of train", "accuracy": 50.0}}
+    # An evaluation-only run deletes none of the checkpoints it evaluates, whatever
+    # keep_all_models says (the original's would remove every trial's but the last).
+    models = finetuning_dir / "models" / "tiny" / "finetuning_models"
+    assert sorted(p.name for p in models.iterdir()) == [
+        "sst,rte,long_model_1", "sst,rte,long_run.json"]
+    shutil.copytree(models / "sst,rte,long_model_1", models / "sst,rte,long_model_2")
+    run_finetuning.run(finetuning_config.from_hparams("tiny", str(finetuning_dir), {
+        **hparams, "num_trials": 2, "keep_all_models": False, "do_train": False,
+        "do_eval": True}))
+    assert sorted(p.name for p in models.iterdir()) == [
+        "sst,rte,long_model_1", "sst,rte,long_model_2", "sst,rte,long_run.json"]
 
 
 def test_the_registry_refuses_a_taken_task_name_or_hparam_name(monkeypatch):

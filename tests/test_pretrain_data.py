@@ -147,13 +147,16 @@ def test_output_is_deterministic_for_a_seed(tmp_path):
     assert a == b and a != c
 
 
-def test_two_processes_cover_all_shards_deterministically(tmp_path):
+def test_two_processes_cover_all_shards_deterministically(tmp_path, monkeypatch):
     """Two worker processes make a shard each by default (the 200 KB corpus makes one with
-    one process), and the same shards when --num_out_files says so."""
+    one process), and the same shards when --num_out_files says so: the same bytes as the two
+    workers' jobs run one after the other in this process."""
     corpus = _corpus(tmp_path, **{f"f{i}_txt": SAMPLE_TEXT.read_text(encoding="utf-8")[
         i * 50000:(i + 1) * 50000] for i in range(4)})
     one = _build(corpus, tmp_path / "one", num_out_files=None)
     two = _build(corpus, tmp_path / "two", num_out_files=None, num_processes=2)
+    monkeypatch.setattr(builder, "_run_workers", lambda num_jobs, source, args, counters: [
+        builder.write_examples(j, num_jobs, source, args, counters) for j in range(num_jobs)])
     again = _build(corpus, tmp_path / "again", num_out_files=2, num_processes=2)
     assert one["num_out_files"] == 1 and len(_shards(tmp_path / "one")) == 1
     assert two["num_out_files"] == 2 and len(_shards(tmp_path / "two")) == 2 and all(
@@ -460,17 +463,12 @@ def test_the_default_shard_count_scales_with_the_corpus(tmp_path):
     assert builder.default_num_out_files(38 << 30, 8) == 1000  # OpenWebText's size
 
 
-def test_cli_flags_and_dashed_spellings(tmp_path):
-    result = run_script("pretrain_data/build_pretraining_dataset.py",
-                        f"--corpus-dir={SAMPLE / 'corpus'}", f"--vocab-file={BERT_VOCAB}",
-                        f"--output-dir={tmp_path / 'out'}", "--max-seq-length=64",
-                        "--num-out-files=2", "--no-lower-case")  # the original's negation
-    assert result.returncode == 0, result.stderr
-    summary = json.loads((tmp_path / "out" / "build_summary.json").read_text())
-    assert summary["do_lower_case"] is False and summary["max_seq_length"] == 64
-    assert "examples" in result.stdout and "tokens/s" in result.stdout  # progress bar
+def test_cli_usage_errors(tmp_path):
+    """(The whole command, with dashed spellings, runs in test_reads_a_prepared_tfds_dataset.)"""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / shard_files.shard_name(0, 2)).write_bytes(b"")  # an earlier build's
     assert "pass --overwrite to replace them" in _usage_error(
-        builder, f"--corpus_dir={SAMPLE / 'corpus'}", f"--vocab_file={BERT_VOCAB}",
+        builder, f"--corpus-dir={SAMPLE / 'corpus'}", f"--vocab_file={BERT_VOCAB}",
         f"--output_dir={tmp_path / 'out'}", "--num_out_files=4")
     assert "give either --corpus_dir or --tfds_name" in _usage_error(
         builder, f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'x'}")
@@ -479,8 +477,8 @@ def test_cli_flags_and_dashed_spellings(tmp_path):
 def _usage_error(module, *argv: str) -> str:
     """A builder's usage error in this process (conftest.usage_error), its flags in a FlagValues
     of their own: their names (vocab_file, output_dir, ...) are other commands' too, which the
-    tests import into absl's global flags. The successful builds above run as a user runs
-    them, in a fresh interpreter."""
+    tests import into absl's global flags. test_reads_a_prepared_tfds_dataset runs a build as
+    a user runs it, in a fresh interpreter."""
     flag_values = flags.FlagValues()
     module.define_flags(flag_values=flag_values)
     with unittest.mock.patch.object(module, "FLAGS", flag_values):
@@ -506,12 +504,17 @@ def _openwebtext(data_dir, documents_per_archive=3):
                 tar.addfile(info, io.BytesIO(text))
 
 
-def test_openwebtext_builder(tmp_path):
+def test_openwebtext_builder(tmp_path, capsys):
+    """The command's main in this process (tests/test_cli.py starts it as a script)."""
     _openwebtext(tmp_path)
-    result = run_script("pretrain_data/build_openwebtext_pretraining_dataset.py",
-                        f"--data-dir={tmp_path}", "--max-seq-length=64", "--num-out-files=2")
-    assert result.returncode == 0, result.stderr
+    flag_values = flags.FlagValues()
+    openwebtext.define_flags(flag_values=flag_values)
+    with unittest.mock.patch.object(openwebtext, "FLAGS", flag_values):
+        openwebtext.main(flag_values(["build_openwebtext_pretraining_dataset.py",
+                                      f"--data-dir={tmp_path}", "--max-seq-length=64",
+                                      "--num-out-files=2"]))
     summary = json.loads((tmp_path / "pretrain_tfrecords" / "build_summary.json").read_text())
+    assert capsys.readouterr().out.endswith(json.dumps(summary, indent=2) + "\n")
     # Blank lines do not split an OpenWebText document: six documents, 60 paragraphs.
     assert summary["docs"] == 6 and summary["lines"] == 60 and summary["files"] == 2
     assert len(_examples(_shards(tmp_path / "pretrain_tfrecords"), 64)) == summary["examples"]
@@ -567,14 +570,17 @@ def test_reads_a_prepared_tfds_dataset(tmp_path):
     (tmp_path / "sample_wiki.py").write_text(_SAMPLE_WIKI)
     result = run_script(str(tmp_path / "sample_wiki.py"), str(tmp_path / "tfds"), str(SAMPLE_TEXT))
     assert result.returncode == 0, result.stderr
-    # A fresh process finds it by name in --tfds_data_dir, without the builder's code.
+    # A fresh process finds it by name in --tfds_data_dir, without the builder's code. The
+    # original's flags are given in its dashed spellings, --no-lower-case as its negation.
     result = run_script("pretrain_data/build_pretraining_dataset.py", "--tfds_name=sample_wiki",
-                        f"--tfds_data_dir={tmp_path / 'tfds'}", f"--vocab_file={BERT_VOCAB}",
-                        f"--output_dir={tmp_path / 'out'}", "--max_seq_length=64",
-                        "--num_out_files=2")
+                        f"--tfds_data_dir={tmp_path / 'tfds'}", f"--vocab-file={BERT_VOCAB}",
+                        f"--output-dir={tmp_path / 'out'}", "--max-seq-length=64",
+                        "--num-out-files=2", "--no-lower-case")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "out" / "build_summary.json").read_text())
     assert summary["docs"] == 8 and summary["lines"] == 40 and summary["examples"] > 20
+    assert summary["do_lower_case"] is False and summary["max_seq_length"] == 64
+    assert "examples" in result.stdout and "tokens/s" in result.stdout  # progress bar
     assert "--tfds_text_key body: sample_wiki has ['text', 'title']" in _usage_error(
         builder, "--tfds_name=sample_wiki", f"--tfds_data_dir={tmp_path / 'tfds'}",
         "--tfds_text_key=body", f"--vocab_file={BERT_VOCAB}", f"--output_dir={tmp_path / 'o2'}")

@@ -3,6 +3,7 @@ the real data the tests read, shipped in tests/data/ (see its README)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -190,6 +191,21 @@ def run_script(*args: str, timeout: int = 600,
                     f"{result.stdout[-3000:]}\n--- stderr (end)\n{result.stderr[-5000:]}",
                     pytrace=False)
     return result
+
+
+@contextlib.contextmanager
+def own_flags(module):
+    """A command module's flags defined in a FlagValues of their own and standing in for its
+    FLAGS within the block: their names (vocab_file, output_dir, ...) are other commands' too,
+    which the tests import into absl's global flags. Yields the FlagValues."""
+    import unittest.mock
+
+    from absl import flags
+
+    flag_values = flags.FlagValues()
+    module.define_flags(flag_values=flag_values)
+    with unittest.mock.patch.object(module, "FLAGS", flag_values):
+        yield flag_values
 
 
 def usage_error(module, *argv: str) -> str:

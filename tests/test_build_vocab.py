@@ -1,11 +1,8 @@
 """Vocabulary learning: corpus -> vocab.txt -> tokenizer -> TFRecords -> pretraining config."""
 
-import unittest.mock
-
 import pytest
-from absl import flags
 
-from conftest import SAMPLE, tiny_config, usage_error
+from conftest import SAMPLE, own_flags, tiny_config, usage_error
 from electra_tf.tokenization import WordPieceTokenizer
 from pretrain_data import build_pretraining_dataset as builder
 from pretrain_data import build_vocab
@@ -48,12 +45,10 @@ def test_learned_vocab_round_trip(corpus, tmp_path):
 def test_cli(corpus, tmp_path, capsys, caplog):
     """The command in this process, cased, in the compact layout with one more reserved token
     (BERT's layout is test_learned_vocab_round_trip's; tests/test_cli.py starts it as a
-    script). Its flags are in a FlagValues of their own: their names are other commands' too."""
+    script), its flags its own (conftest.own_flags)."""
     out = tmp_path / "vocab.txt"
-    flag_values = flags.FlagValues()
-    build_vocab.define_flags(flag_values)
-    assert flag_values["bert_layout"].default is True
-    with unittest.mock.patch.object(build_vocab, "FLAGS", flag_values):
+    with own_flags(build_vocab) as flag_values:
+        assert flag_values["bert_layout"].default is True
         build_vocab.main(flag_values([
             "build_vocab.py", f"--corpus-dir={corpus}", f"--output-file={out}",
             "--vocab-size=600", "--nodo-lower-case", "--nobert_layout",

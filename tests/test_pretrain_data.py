@@ -24,10 +24,9 @@ import unittest.mock
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 
-from conftest import (BERT_VOCAB, REPO, SAMPLE, TEST_DATA, run_script, share_changed,
-                      tiny_config, usage_error)
+from conftest import (BERT_VOCAB, REPO, SAMPLE, TEST_DATA, own_flags, run_script,
+                      share_changed, tiny_config, usage_error)
 from electra_tf import data
 from electra_tf.tokenization import WordPieceTokenizer
 from pretrain_data import build_openwebtext_pretraining_dataset as openwebtext
@@ -475,13 +474,10 @@ def test_cli_usage_errors(tmp_path):
 
 
 def _usage_error(module, *argv: str) -> str:
-    """A builder's usage error in this process (conftest.usage_error), its flags in a FlagValues
-    of their own: their names (vocab_file, output_dir, ...) are other commands' too, which the
-    tests import into absl's global flags. test_reads_a_prepared_tfds_dataset runs a build as
-    a user runs it, in a fresh interpreter."""
-    flag_values = flags.FlagValues()
-    module.define_flags(flag_values=flag_values)
-    with unittest.mock.patch.object(module, "FLAGS", flag_values):
+    """A builder's usage error in this process (conftest.usage_error), its flags its own
+    (conftest.own_flags). test_reads_a_prepared_tfds_dataset runs a build as a user runs it, in
+    a fresh interpreter."""
+    with own_flags(module):
         return usage_error(module, *argv)
 
 
@@ -507,9 +503,7 @@ def _openwebtext(data_dir, documents_per_archive=3):
 def test_openwebtext_builder(tmp_path, capsys):
     """The command's main in this process (tests/test_cli.py starts it as a script)."""
     _openwebtext(tmp_path)
-    flag_values = flags.FlagValues()
-    openwebtext.define_flags(flag_values=flag_values)
-    with unittest.mock.patch.object(openwebtext, "FLAGS", flag_values):
+    with own_flags(openwebtext) as flag_values:
         openwebtext.main(flag_values(["build_openwebtext_pretraining_dataset.py",
                                       f"--data-dir={tmp_path}", "--max-seq-length=64",
                                       "--num-out-files=2"]))

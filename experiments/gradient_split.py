@@ -71,6 +71,7 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
     """Restores the run's latest checkpoint and returns the record (see the module docstring);
     its `objective` is `recipe` when given (a ladder's name for the run's recipe), else the
     run's objective hparam."""
+    import electra_tf  # noqa: F401  (first: it decides oneDNN before TensorFlow loads)
     import numpy as np
     import tensorflow as tf
 
@@ -128,6 +129,7 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
         for n in batch.values():
             n["gen"], n["objective"] = n["gen"] ** 0.5, n["objective"] ** 0.5
         batches.append(batch)
+        print(f"batch {len(batches)}/{num_batches}", flush=True)
         for w in weights:
             factor = clip_factor(weighted_norms(batch, config.gen_weight, w),
                                  distribution.CLIP_NORM)

@@ -169,19 +169,23 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
 
 def summary(record: dict[str, Any], disc_weight: float) -> dict[str, float]:
     """Medians over the record's batches at one weight: the clip factor, the global norm, and
-    in the shared tables the objective's gradient norm over the generator's (both weighted)."""
+    in the shared tables the objective's gradient norm over the generator's (both weighted)
+    and the cosine between the two gradients (which the weight does not change)."""
     import statistics
 
-    gen_weight, factors, totals, ratios = record["gen_weight"], [], [], []
+    gen_weight, factors, totals, ratios, cosines = record["gen_weight"], [], [], [], []
     for batch in record["batches"]:
         norms = weighted_norms(batch, gen_weight, disc_weight)
         totals.append(sum(n * n for n in norms.values()) ** 0.5)
         factors.append(clip_factor(norms, record["clip_norm"]))
         shared = batch["shared"]
+        both = shared["gen"] * shared["objective"]  # 0 when nothing is shared (untied tables)
         ratios.append(disc_weight * shared["objective"] / (gen_weight * shared["gen"])
-                      if shared["gen"] else float("nan"))  # nothing shared: untied tables
+                      if both else float("nan"))
+        cosines.append(shared["dot"] / both if both else float("nan"))
     return {"global_norm": statistics.median(totals), "clip_factor": statistics.median(factors),
-            "shared_objective_over_generator": statistics.median(ratios)}
+            "shared_objective_over_generator": statistics.median(ratios),
+            "shared_cosine": statistics.median(cosines)}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -225,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     records.append(args.results, [record])
     print(f"{record['model']} at step {record['step']} ({record['objective']}, trained at "
           f"disc_weight {record['disc_weight']:g}), {record['num_batches']} batches")
+    print(f"shared tables: cosine of the two gradients {summary(record, 1.0)['shared_cosine']:.3f}")
     print("disc_weight  global norm  clip factor  shared: objective/generator  "
           + "  ".join(f"{g} < eps" for g in GROUPS))
     for w in args.disc_weights:

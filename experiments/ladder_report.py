@@ -395,7 +395,7 @@ def gradients_table(lines: Sequence[dict[str, Any]]) -> str:
     (gradients.jsonl): the medians over its batches, and the shares of entries below Adam's
     epsilon, the checkpoint's own second moments at the weight it trained with."""
     header = ["model", "objective", "step", "trained at", "weight", "global norm",
-              "clip factor", "shared: objective / generator"] + [
+              "clip factor", "shared: objective / generator", "shared: cosine"] + [
         f"{group} below eps (Adam's)" for group in gradient_split.GROUPS]
     out = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     for r in sorted(lines, key=lambda r: (rank(r["objective"]), r["model"], r["step"])):
@@ -405,7 +405,8 @@ def gradients_table(lines: Sequence[dict[str, Any]]) -> str:
             out.append(
                 f"| {r['model']} | {NAMES.get(r['objective'], r['objective'])} | {r['step']} "
                 f"| {r['disc_weight']:g} | {float(weight):g} | {s['global_norm']:.3g} "
-                f"| {s['clip_factor']:.3g} | {s['shared_objective_over_generator']:.3g} | "
+                f"| {s['clip_factor']:.3g} | {s['shared_objective_over_generator']:.3g} "
+                f"| {s['shared_cosine']:.2f} | "
                 + " | ".join("-" if g not in below else f"{below[g]:.3f}" + (
                     f" ({r['adam_below_epsilon'][g]:.3f})" if trained else "")
                     for g in gradient_split.GROUPS) + " |")
@@ -609,8 +610,10 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "training step sums them before clipping the global norm at 1.0. Medians over the "
             "batches: the summed gradient's global norm, the clip factor it gets, and in the "
             "tables both losses reach (the tied embeddings) the weighted objective's gradient "
-            "norm over the generator's. Below eps: per group of variables (only the "
-            "generator's, the shared, only the discriminator-sized model's) the share of "
+            "norm over the generator's, and the cosine between the two (1: the same "
+            "direction; the weight does not change it). Below eps: per group of variables "
+            "(only the generator's, the shared, only the discriminator-sized model's) the "
+            "share of "
             "entries whose clipped gradient's root mean square over the batches is below "
             "Adam's epsilon (1e-6), so that epsilon, not the gradient, sets their step's size; "
             "in brackets, at the weight the run trained with, the same share of the "

@@ -204,6 +204,11 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         for variable in variables:
             self._frozen_when[self._get_variable_index(variable)] = condition
 
+    def second_moment(self, variable) -> keras.Variable:
+        """Adam's v of `variable` (its adam_v slot): the running mean of its squared
+        (clipped) gradient."""
+        return self._adam_v[self._get_variable_index(variable)]
+
     def _frozen(self, index: int):
         """The boolean scalar that freezes variable `index` this step, or None."""
         condition = self._frozen_when.get(index)

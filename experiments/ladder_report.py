@@ -6,7 +6,8 @@
       --ladder "hidden 256, batch 128=experiments/results/ladder_mixed_wide"
 
 reads finetune.jsonl, probe.jsonl, pretrain.jsonl, curves.jsonl and baseline.jsonl
-(experiments/ladder.py writes them) and writes NAME_results.md, NAME_curve.png and
+(experiments/ladder.py writes them), and detection.jsonl, eval.jsonl and gradients.jsonl
+where the diagnostics wrote them, and writes NAME_results.md, NAME_curve.png and
 NAME_pretraining.png into --report_dir, NAME the records' folder (ladder, ladder_mixed_wide) or
 --name; --combined draws several ladders' curves on one pair of axes.
 
@@ -29,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import detection_baselines  # noqa: E402
 import efficiency_plan  # noqa: E402
+import gradient_split  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from ladder_verdicts import (  # noqa: E402
@@ -388,6 +390,29 @@ def eval_table(lines: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def gradients_table(lines: Sequence[dict[str, Any]]) -> str:
+    """A row per checkpoint and objective weight measured by experiments/gradient_split.py
+    (gradients.jsonl): the medians over its batches, and the shares of entries below Adam's
+    epsilon, the checkpoint's own second moments at the weight it trained with."""
+    header = ["model", "objective", "step", "trained at", "weight", "global norm",
+              "clip factor", "shared: objective / generator", "shared: cosine"] + [
+        f"{group} below eps (Adam's)" for group in gradient_split.GROUPS]
+    out = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for r in sorted(lines, key=lambda r: (rank(r["objective"]), r["model"], r["step"])):
+        for weight, below in sorted(r["below_epsilon"].items(), key=lambda x: float(x[0])):
+            s = gradient_split.summary(r, float(weight))
+            trained = float(weight) == r["disc_weight"]
+            out.append(
+                f"| {r['model']} | {NAMES.get(r['objective'], r['objective'])} | {r['step']} "
+                f"| {r['disc_weight']:g} | {float(weight):g} | {s['global_norm']:.3g} "
+                f"| {s['clip_factor']:.3g} | {s['shared_objective_over_generator']:.3g} "
+                f"| {s['shared_cosine']:.2f} | "
+                + " | ".join("-" if g not in below else f"{below[g]:.3f}" + (
+                    f" ({r['adam_below_epsilon'][g]:.3f})" if trained else "")
+                    for g in gradient_split.GROUPS) + " |")
+    return "\n".join(out)
+
+
 def plot_pretraining(curves: Sequence[dict[str, Any]], baselines: dict[str, dict[str, float]],
                      path: str) -> None:
     """The trunks' and branches' pretraining scalars against FLOPs, one panel per scalar the
@@ -575,6 +600,24 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "shown, from the training files, with dropout off (the curves above are logged "
             "in training, dropout on). Recovered: the share of the replaced tokens whose "
             "original the model predicts.\n\n" + eval_table(evaluated))
+    gradients = records.read(os.path.join(results_dir, "gradients.jsonl"))
+    if gradients:
+        sections.append(
+            "## Where the two losses meet\n\n"
+            "The generator's and the objective's gradients, taken apart on a checkpoint "
+            "(gradients.jsonl, `experiments/gradient_split.py`) over the first batches of the "
+            "training files, dropout on, and summed at each objective weight shown, as the "
+            "training step sums them before clipping the global norm at 1.0. Medians over the "
+            "batches: the summed gradient's global norm, the clip factor it gets, and in the "
+            "tables both losses reach (the tied embeddings) the weighted objective's gradient "
+            "norm over the generator's, and the cosine between the two (1: the same "
+            "direction; the weight does not change it). Below eps: per group of variables "
+            "(only the generator's, the shared, only the discriminator-sized model's) the "
+            "share of "
+            "entries whose clipped gradient's root mean square over the batches is below "
+            "Adam's epsilon (1e-6), so that epsilon, not the gradient, sets their step's size; "
+            "in brackets, at the weight the run trained with, the same share of the "
+            "checkpoint's own Adam second moments.\n\n" + gradients_table(gradients))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection, evaluated))
     table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")

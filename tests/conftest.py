@@ -9,6 +9,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from typing import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -109,10 +110,12 @@ def save_discriminator(data_dir, model_name: str, config) -> None:
     discriminator.save(data_dir / "models" / model_name / "discriminator.keras")
 
 
-def save_pretraining_run(data_dir, model_name: str, config, step: int) -> None:
+def save_pretraining_run(data_dir, model_name: str, config, step: int,
+                         edit: Callable | None = None) -> None:
     """A randomly initialised pretraining run where run_pretraining.py leaves one:
     DATA_DIR/models/NAME/ with its pretrain_config.json and a checkpoint of the model, the
-    optimizer (at `step`) and the random stream, named for `step`."""
+    optimizer (at `step`) and the random stream, named for `step`. `edit(state)` may change
+    the pretraining.PretrainingState before it is saved."""
     import tensorflow as tf
 
     from electra_tf import pretraining
@@ -123,6 +126,8 @@ def save_pretraining_run(data_dir, model_name: str, config, step: int) -> None:
     special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file))
     state = pretraining.create_state(config, special, tf.distribute.get_strategy())
     state.optimizer.iterations.assign(step)
+    if edit is not None:
+        edit(state)
     tf.train.CheckpointManager(state.checkpoint(), str(model_dir), max_to_keep=1,
                                checkpoint_name="ckpt").save(checkpoint_number=step)
 

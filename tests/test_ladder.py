@@ -877,6 +877,32 @@ def test_the_report_tabulates_evaluated_checkpoints_with_each_objectives_own_met
                     "0.001 | 0.066 | 0.880 |"]
 
 
+def test_the_report_tabulates_the_gradient_split_at_each_weight(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = _hand_made(tmp_path)
+    batch = {"generator": {"gen": 0.6, "objective": 0.0, "dot": 0.0},
+             "shared": {"gen": 0.8, "objective": 0.05, "dot": 0.02},
+             "discriminator": {"gen": 0.0, "objective": 0.1, "dot": 0.0}}
+    records.append(str(path / "gradients.jsonl"), [
+        {"model": "wide_replace_mlm_90", "objective": "replace_mlm", "step": 90,
+         "gen_weight": 1.0, "disc_weight": 1.0, "clip_norm": 1.0, "batches": [batch],
+         "below_epsilon": {"50.0": {"generator": 0.5, "shared": 0.25, "discriminator": 0.0},
+                           "1.0": {"generator": 0.125, "shared": 0.25, "discriminator": 0.0}},
+         "adam_below_epsilon": {"generator": 0.1, "shared": 0.2, "discriminator": 0.0}}])
+    ladder_report.write(str(path), str(tmp_path / "report"))
+    text = (tmp_path / "report" / "ladder_results.md").read_text()
+    assert "## Where the two losses meet" in text
+    rows = [line for line in text.splitlines() if line.startswith("| wide_")]
+    # Weight 1: norms sqrt(0.36 + 0.64 + 0.0025 + 2 * 0.02 + 0.01) = 1.026, clipped by
+    # 1 / 1.026; weight 50: sqrt(0.36 + 0.64 + 6.25 + 100 * 0.02 + 25) = 5.85. The cosine is
+    # 0.02 / (0.8 * 0.05). Adam's shares only at the trained weight.
+    assert rows == [
+        "| wide_replace_mlm_90 | Replace MLM | 90 | 1 | 1 | 1.03 | 0.975 | 0.0625 | 0.50 | "
+        "0.125 (0.100) | 0.250 (0.200) | 0.000 (0.000) |",
+        "| wide_replace_mlm_90 | Replace MLM | 90 | 1 | 50 | 5.85 | 0.171 | 3.12 | 0.50 | "
+        "0.500 | 0.250 | 0.000 |"]
+
+
 def test_the_costs_count_every_kind_of_run_once_and_say_which_went_untimed():
     pretrain = [{"objective": "mlm", "kind": "trunk", "cpu_seconds": 36, "wall_seconds": 18},
                 *[{"objective": "electra", "kind": "trunk", "cpu_seconds": 3600,

@@ -613,9 +613,10 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "norm over the generator's, and the cosine between the two (1: the same "
             "direction; the weight does not change it). Below eps: per group of variables "
             "(only the generator's, the shared, only the discriminator-sized model's) the "
-            "share of "
-            "entries whose clipped gradient's root mean square over the batches is below "
-            "Adam's epsilon (1e-6), so that epsilon, not the gradient, sets their step's size; "
+            "share of entries whose clipped gradient's root mean square over the batches is "
+            "below Adam's epsilon (1e-6), so that epsilon, not the gradient, sets their step's "
+            "size (entries no batch reaches count: the position embeddings past the sequence "
+            "length, WordPieces the batches lack); "
             "in brackets, at the weight the run trained with, the same share of the "
             "checkpoint's own Adam second moments.\n\n" + gradients_table(gradients))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection, evaluated))

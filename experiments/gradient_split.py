@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 from typing import Any, Sequence
 
@@ -140,6 +141,9 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
                          f"{config.train_batch_size}, fewer than --num_batches {num_batches}")
 
     epsilon = float(optimizer.epsilon)
+    sizes = {group: 0 for group in GROUPS}
+    for group, v in zip(group_of, variables):
+        sizes[group] += int(np.prod(v.shape))
 
     def below_epsilon(per_variable: list) -> dict[str, float]:
         """Per group, the share of entries whose root is below epsilon."""
@@ -148,9 +152,6 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
             below[group] += int(np.sum(np.sqrt(x) < epsilon))
         return {group: below[group] / sizes[group] for group in GROUPS if sizes[group]}
 
-    sizes = {group: 0 for group in GROUPS}
-    for group, v in zip(group_of, variables):
-        sizes[group] += int(np.prod(v.shape))
     adam_v = [optimizer.second_moment(v).numpy() for v in variables]
     return {
         "model": model_name, "objective": recipe or config.objective,
@@ -171,8 +172,6 @@ def summary(record: dict[str, Any], disc_weight: float) -> dict[str, float]:
     """Medians over the record's batches at one weight: the clip factor, the global norm, and
     in the shared tables the objective's gradient norm over the generator's (both weighted)
     and the cosine between the two gradients (which the weight does not change)."""
-    import statistics
-
     gen_weight, factors, totals, ratios, cosines = record["gen_weight"], [], [], [], []
     for batch in record["batches"]:
         norms = weighted_norms(batch, gen_weight, disc_weight)

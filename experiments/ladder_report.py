@@ -550,15 +550,18 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
         scores = select(finetune, task, metric)
         if scores:
             sections.append(f"## {task} {metric}, every model\n\n" + scores_table(scores))
-    under_way = sorted({model for task, metric in SHOWN
-                        for model in incomplete(finetune, task, metric)})
+    under_way: dict[tuple, list[str]] = {}
+    for task, metric in SHOWN:
+        for model in incomplete(finetune, task, metric):
+            under_way.setdefault(model, []).append(f"{task} {metric}")
     if under_way:
         sections.append(
-            "Fine-tuning sweeps not complete, left out of every table above until each of "
-            "their learning rates and seeds is in (a sitting stopped between their runs, or "
-            "the model was lost before they ended: docs/reproduction.md says which): "
-            + ", ".join(
-                f"{NAMES.get(o, o)} at {steps:,} steps" for o, steps in under_way) + ".")
+            "Fine-tuning sweeps not complete, left out of the tables of their task and metric "
+            "above until each of their learning rates and seeds is in (a sitting stopped "
+            "between their runs, or the model was lost before they ended: "
+            "docs/reproduction.md says which): " + "; ".join(
+                f"{NAMES.get(o, o)} at {steps:,} steps ({', '.join(shown)})"
+                for (o, steps), shown in sorted(under_way.items())) + ".")
     if probe:
         sections.append("## Linear probe of the frozen discriminator (dev)\n\n"
                         + probe_table(probe))
@@ -606,19 +609,22 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "## Where the two losses meet\n\n"
             "The generator's and the objective's gradients, taken apart on a checkpoint "
             "(gradients.jsonl, `experiments/gradient_split.py`) over the first batches of the "
-            "training files, dropout on, and summed at each objective weight shown, as the "
-            "training step sums them before clipping the global norm at 1.0. Medians over the "
-            "batches: the summed gradient's global norm, the clip factor it gets, and in the "
-            "tables both losses reach (the tied embeddings) the weighted objective's gradient "
-            "norm over the generator's, and the cosine between the two (1: the same "
-            "direction; the weight does not change it). Below eps: per group of variables "
-            "(only the generator's, the shared, only the discriminator-sized model's) the "
-            "share of entries whose clipped gradient's root mean square over the batches is "
-            "below Adam's epsilon (1e-6), so that epsilon, not the gradient, sets their step's "
-            "size (entries no batch reaches count: the position embeddings past the sequence "
-            "length, WordPieces the batches lack); "
-            "in brackets, at the weight the run trained with, the same share of the "
-            "checkpoint's own Adam second moments.\n\n" + gradients_table(gradients))
+            "run's eval_tfrecords (here its training files), dropout on, and summed at each "
+            "objective weight shown, as the training step sums them before clipping the "
+            "global norm at 1.0. Medians over the batches: the summed gradient's global norm, "
+            "the clip factor it gets, and in the tables both losses reach (the tied "
+            "embeddings) the weighted objective's gradient norm over the generator's, and the "
+            "cosine between the two (1: the same direction; the weight does not change it). "
+            "Below eps: per group of variables (only the generator's, the shared, only the "
+            "discriminator-sized model's) the share of entries whose clipped gradient's root "
+            "mean square over the batches is below Adam's epsilon (1e-6), where epsilon, not "
+            "the gradient, would set their step's size. Entries no gradient reaches count: the "
+            "attention key biases (the softmax ignores them) and the position embeddings past "
+            "the sequence length. The share tends to overstate what epsilon governs: an entry "
+            "that rare batches reach has a small mean over these few, where Adam's second "
+            "moment keeps such a batch for about a thousand steps (beta_2 0.999). In brackets, "
+            "at the weight the run trained with, the same share of the checkpoint's "
+            "own Adam second moments.\n\n" + gradients_table(gradients))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection, evaluated))
     table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")

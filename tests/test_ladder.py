@@ -754,9 +754,10 @@ def test_a_model_whose_sweep_is_half_done_is_left_out_and_named(tmp_path):
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "## Table 5 at ELECTRA's steps" not in text
-    assert ("Fine-tuning sweeps not complete, left out of every table above until each of "
-            "their learning rates and seeds is in") in text
-    assert text.count("ELECTRA 15% at 200 steps, Replace MLM at 200 steps.") == 1
+    assert ("Fine-tuning sweeps not complete, left out of the tables of their task and metric "
+            "above until each of their learning rates and seeds is in") in text
+    assert text.count("ELECTRA 15% at 200 steps (pos unseen_accuracy); "
+                      "Replace MLM at 200 steps (pos unseen_accuracy).") == 1
 
 
 def test_the_tables_list_models_in_the_reports_order_not_by_name(tmp_path):

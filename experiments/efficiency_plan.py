@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import downstream
 
@@ -59,18 +59,20 @@ TABLE5_REFERENCE = {**{objective: "electra" for objective in TABLE5_OBJECTIVES},
 # How reports name each objective, and each variant by what it changes.
 NAMES = {"electra": "ELECTRA", "electra_15": "ELECTRA 15%", "replace_mlm": "Replace MLM",
          "all_tokens_mlm": "All-Tokens MLM", "mlm": "BERT (MLM)"}
-CHANGE_NAMES = {"generator_hidden_size": lambda v: f"generator {fractions.Fraction(v)}",
-                "disc_weight": lambda v: f"disc_weight {v:g}",
-                "embedding_sharing": lambda v: f"embeddings {v}",
-                "seed": lambda v: f"pretraining seed {v}"}
+CHANGE_NAMES: dict[str, Callable[[Any], str]] = {
+    "generator_hidden_size": lambda v: f"generator {fractions.Fraction(v).limit_denominator(16)}",
+    "disc_weight": lambda v: f"disc_weight {v:g}",
+    "embedding_sharing": lambda v: f"embeddings {v}",
+    "seed": lambda v: f"pretraining seed {v}"}
 NAMES.update({name: ", ".join([NAMES[objective], *(CHANGE_NAMES[key](value)
                                                    for key, value in changed.items())])
               for name, (objective, changed) in VARIANTS.items()})
 
 
 def one_change_bases(recipe: str) -> list[tuple[str, str]]:
-    """The recipes that `recipe` changes in one hparam: (that recipe, the hparam), e.g. a
-    reseeded run's first run, or the first run at the other loss weight.
+    """The recipes of the same objective that `recipe` changes in one other hparam: (that
+    recipe, the hparam), e.g. a reseeded run's first run, or the first run at the other loss
+    weight.
 
     >>> one_change_bases("replace_mlm_w50_seed2")
     [('replace_mlm_w50', 'seed'), ('replace_mlm_seed2', 'disc_weight')]

@@ -531,9 +531,9 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
     if changes:
         sections.append(
             f"## One change at a time ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
-            "Each model beside each model whose recipe differs from its own in one hparam, at "
-            "the same steps, by the rule's test: the one ahead when its median is higher with "
-            "p < 0.05, else *no difference*. Every model is pretrained from seed "
+            "Each model beside each model of its objective whose recipe differs from its own "
+            "in one other hparam, at the same steps, by the rule's test: the one ahead when "
+            "its median is higher with p < 0.05, else *no difference*. Every model is pretrained from seed "
             f"{efficiency_plan.PRETRAIN_SEED} unless its name says otherwise. Where the two "
             "differ in `seed` they are two pretraining runs of one recipe (initial weights, "
             "masking, the generator's samples, dropout and the shuffling drawn again), and the "
@@ -544,7 +544,7 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
         scores = select(finetune, task, metric)
         if scores:
             sections.append(f"## {task} {metric}, every model\n\n" + scores_table(scores))
-    under_way: dict[tuple, list[str]] = {}
+    under_way: dict[tuple[str, int], list[str]] = {}
     for task, metric in SHOWN:
         for model in incomplete(finetune, task, metric):
             under_way.setdefault(model, []).append(f"{task} {metric}")

@@ -68,33 +68,38 @@ def test_the_split_of_a_saved_electra_run_adds_up_to_its_training_gradient(data_
     assert at_50["shared_objective_over_generator"] == pytest.approx(
         50 * at_1["shared_objective_over_generator"])
 
-    # The split adds up: at the run's weight, the training step's own gradient, from the same
-    # restored state on the same batches (masking, sampling and dropout streams included),
-    # has the record's global norm, and clipped as the training step clips it, the record's
-    # shares of entries below epsilon.
-    resume.Checkpointer(state.checkpoint(), config.model_dir, state.optimizer.iterations, None,
-                        writable=False)
+    # The split adds up: at each weight, the training step's own gradient (the run's state
+    # built at that weight and restored from its checkpoint, masking, sampling and dropout
+    # streams included) on the same batches has the record's global norm, and, clipped as the
+    # training step clips it, the record's shares of entries below epsilon.
     files = data.check_files(config.eval_tfrecords, config.max_seq_length)
-    squares = [np.zeros(v.shape) for v in variables]
-    for batch, features in zip(record["batches"], data.pretraining_dataset(
-            files, config.train_batch_size, config.max_seq_length, is_training=False)):
-        with tf.GradientTape() as tape:
-            loss = model(features, training=True)["loss"]
-        grads = [tf.zeros(v.shape) if g is None else tf.convert_to_tensor(g)
-                 for g, v in zip(tape.gradient(loss, variables), variables)]
-        clipped, norm = tf.clip_by_global_norm(grads, distribution.CLIP_NORM)
-        assert gradient_split.global_norm(batch, 1.0, 50.0) == pytest.approx(float(norm),
-                                                                              rel=1e-4)
-        for total, g in zip(squares, clipped):
-            total += g.numpy().astype(np.float64) ** 2
-    below = {group: 0 for group in gradient_split.GROUPS}
-    for group, total in zip(group_of, squares):
-        below[group] += int(np.sum(np.sqrt(total / len(record["batches"])) < 1e-6))
-    for group, share in record["below_epsilon"]["50.0"].items():
-        # float32 gradients taken whole against the split's float64 sum: an entry or two at
-        # the threshold may fall either side.
-        assert abs(share * sizes[group] - below[group]) <= 2, group
-    assert 0 < below["shared"] < sizes["shared"]  # the comparison is not all or nothing
+    for weight in (1.0, 50.0):
+        weighted = pretraining.create_state(tiny_config(data_dir, kernels="reference",
+                                                        disc_weight=weight),
+                                            special, tf.distribute.get_strategy())
+        resume.Checkpointer(weighted.checkpoint(), config.model_dir,
+                            weighted.optimizer.iterations, None, writable=False)
+        weighted_variables = weighted.model.trainable_variables
+        squares = [np.zeros(v.shape) for v in weighted_variables]
+        for batch, features in zip(record["batches"], data.pretraining_dataset(
+                files, config.train_batch_size, config.max_seq_length, is_training=False)):
+            with tf.GradientTape() as tape:
+                loss = weighted.model(features, training=True)["loss"]
+            grads = [tf.zeros(v.shape) if g is None else tf.convert_to_tensor(g) for g, v in
+                     zip(tape.gradient(loss, weighted_variables), weighted_variables)]
+            clipped, norm = tf.clip_by_global_norm(grads, distribution.CLIP_NORM)
+            assert gradient_split.global_norm(batch, 1.0, weight) == pytest.approx(
+                float(norm), rel=1e-4)
+            for total, g in zip(squares, clipped):
+                total += g.numpy().astype(np.float64) ** 2
+        below = {group: 0 for group in gradient_split.GROUPS}
+        for group, total in zip(group_of, squares):  # the same variables in the same order
+            below[group] += int(np.sum(np.sqrt(total / len(record["batches"])) < 1e-6))
+        for group, share in record["below_epsilon"][str(weight)].items():
+            # float32 gradients taken whole against the split's float64 sum: an entry or two
+            # at the threshold may fall either side.
+            assert abs(share * sizes[group] - below[group]) <= 2, (weight, group)
+            assert 0 < below[group] < sizes[group], (weight, group)  # not all or nothing
 
 
 @pytest.mark.parametrize("hparams, named", [
@@ -102,7 +107,8 @@ def test_the_split_of_a_saved_electra_run_adds_up_to_its_training_gradient(data_
     ({"uniform_generator": True}, "objective 'electra' trains one network"),
     ({"training_algorithm": "two_stage", "generator_hidden_size": 1.0},
      "training_algorithm 'two_stage' does not sum"),
-    ({"precision": "mixed_bfloat16"}, "precision 'mixed_bfloat16': only float32 runs are measured")],
+    ({"precision": "mixed_bfloat16"},
+     "precision 'mixed_bfloat16': only float32 runs are measured")],
     ids=["mlm", "uniform_generator", "two_stage", "mixed_bfloat16"])
 def test_runs_without_two_summed_float32_losses_are_refused(data_dir, tmp_path, hparams, named):
     """Before any checkpoint is read: the run's saved config alone decides (an empty
@@ -117,11 +123,12 @@ def test_runs_without_two_summed_float32_losses_are_refused(data_dir, tmp_path, 
     assert not (tmp_path / "g.jsonl").exists()
 
 
-def test_fewer_batches_than_asked_is_an_error_before_any_gradient(data_dir, tmp_path):
+def test_fewer_batches_than_asked_is_an_error_before_any_gradient(data_dir, tmp_path, capsys):
     save_pretraining_run(data_dir, "tiny", tiny_config(data_dir), step=1)
     with pytest.raises(SystemExit, match="fewer than --num_batches 1000"):
         gradient_split.main(["--data_dir", str(data_dir), "--model_name", "tiny",
                              "--num_batches", "1000", "--results", str(tmp_path / "g.jsonl")])
+    assert "batch 1/" not in capsys.readouterr().out  # no gradient was taken
     assert not (tmp_path / "g.jsonl").exists()
 
 

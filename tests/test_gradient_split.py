@@ -42,8 +42,10 @@ def test_the_split_of_a_saved_electra_run_adds_up_to_its_training_gradient(data_
     # loss and the discriminator's own none from the generator's.
     from electra_tf import data, distribution, pretraining, resume
     special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file))
-    state = pretraining.create_state(config, special, tf.distribute.get_strategy())
-    model = state.model
+    states = {weight: pretraining.create_state(
+        tiny_config(data_dir, kernels="reference", disc_weight=weight), special,
+        tf.distribute.get_strategy()) for weight in (1.0, 50.0)}
+    model = states[50.0].model
     of_generator = {id(v) for layer in model.generator_part.layers
                     for v in layer.trainable_variables}
     of_objective = {id(v) for layer in model.objective.layers for v in layer.trainable_variables}
@@ -73,10 +75,7 @@ def test_the_split_of_a_saved_electra_run_adds_up_to_its_training_gradient(data_
     # streams included) on the same batches has the record's global norm, and, clipped as the
     # training step clips it, the record's shares of entries below epsilon.
     files = data.check_files(config.eval_tfrecords, config.max_seq_length)
-    for weight in (1.0, 50.0):
-        weighted = pretraining.create_state(tiny_config(data_dir, kernels="reference",
-                                                        disc_weight=weight),
-                                            special, tf.distribute.get_strategy())
+    for weight, weighted in states.items():
         resume.Checkpointer(weighted.checkpoint(), config.model_dir,
                             weighted.optimizer.iterations, None, writable=False)
         weighted_variables = weighted.model.trainable_variables
@@ -93,7 +92,7 @@ def test_the_split_of_a_saved_electra_run_adds_up_to_its_training_gradient(data_
             for total, g in zip(squares, clipped):
                 total += g.numpy().astype(np.float64) ** 2
         below = {group: 0 for group in gradient_split.GROUPS}
-        for group, total in zip(group_of, squares):  # the same variables in the same order
+        for group, total in zip(group_of, squares):  # both states' variables in one order
             below[group] += int(np.sum(np.sqrt(total / len(record["batches"])) < 1e-6))
         for group, share in record["below_epsilon"][str(weight)].items():
             # float32 gradients taken whole against the split's float64 sum: an entry or two

@@ -9,7 +9,8 @@ ELECTRA runs `electra_steps`; BERT (`mlm`) runs the steps that cost the same pre
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+import fractions
+from typing import Any, Callable, Sequence
 
 import downstream
 
@@ -37,24 +38,56 @@ VARIANTS.update(WEIGHT_SWAPPED)
 # ELECTRA and Replace MLM pretrained again from another seed (docs/reproduction.md,
 # "Pretraining seeds"): the seed draws the initial weights, the masking, the generator's samples
 # and dropout, and shuffles the training files and a small buffer of examples; every other run
-# draws them from PRETRAIN_SEED, so the fine-tuning seeds' spread leaves this noise out.
-RESEEDED = {f"{objective}_seed2": (objective, {"seed": 2})
-            for objective in ("electra", "replace_mlm")}
+# draws them from PRETRAIN_SEED, so the fine-tuning seeds' spread leaves this noise out. Replace
+# MLM at weight 50 from that seed repeats the weight's effect in a second pretraining run
+# ("The run after the seeds").
+RESEEDED = {**{f"{objective}_seed2": (objective, {"seed": 2})
+               for objective in ("electra", "replace_mlm")},
+            "replace_mlm_w50_seed2": ("replace_mlm", {"disc_weight": 50.0, "seed": 2})}
 VARIANTS.update(RESEEDED)
+# Replace MLM at weight 1 with embeddings of its own for the generator and for the model
+# ("The run after the seeds"): the model's tables then take its own loss's gradient alone, as
+# at weight 50 they nearly do, with the clipping and epsilon of weight 1.
+UNTIED = {"replace_mlm_untied": ("replace_mlm", {"embedding_sharing": "untied"})}
+VARIANTS.update(UNTIED)
 # Table 5's objectives (and their variants), each climbed at the steps of the ELECTRA recipe
 # with the same generator and compared with it there, as the paper compares them.
 TABLE5_REFERENCE = {**{objective: "electra" for objective in TABLE5_OBJECTIVES},
                     **{f"{objective}_half": "electra_half" for objective in TABLE5_OBJECTIVES},
-                    "replace_mlm_w50": "electra", "replace_mlm_seed2": "electra_seed2"}
-# How reports name each objective and variant.
+                    "replace_mlm_w50": "electra", "replace_mlm_seed2": "electra_seed2",
+                    "replace_mlm_w50_seed2": "electra_seed2", "replace_mlm_untied": "electra"}
+# How reports name each objective, and each variant by what it changes.
 NAMES = {"electra": "ELECTRA", "electra_15": "ELECTRA 15%", "replace_mlm": "Replace MLM",
          "all_tokens_mlm": "All-Tokens MLM", "mlm": "BERT (MLM)"}
-NAMES.update({name: f"{NAMES[objective]}, generator 1/2" for name, (objective, _) in
-              VARIANTS.items() if name.endswith("_half")})
-NAMES.update({name: f"{NAMES[objective]}, disc_weight {changed['disc_weight']:g}"
-              for name, (objective, changed) in WEIGHT_SWAPPED.items()})
-NAMES.update({name: f"{NAMES[objective]}, pretraining seed {changed['seed']}"
-              for name, (objective, changed) in RESEEDED.items()})
+CHANGE_NAMES: dict[str, Callable[[Any], str]] = {
+    "generator_hidden_size": lambda v: f"generator {fractions.Fraction(v).limit_denominator(16)}",
+    "disc_weight": lambda v: f"disc_weight {v:g}",
+    "embedding_sharing": lambda v: f"embeddings {v}",
+    "seed": lambda v: f"pretraining seed {v}"}
+NAMES.update({name: ", ".join([NAMES[objective], *(CHANGE_NAMES[key](value)
+                                                   for key, value in changed.items())])
+              for name, (objective, changed) in VARIANTS.items()})
+
+
+def one_change_bases(recipe: str) -> list[tuple[str, str]]:
+    """The recipes of the same objective that `recipe` changes in one other hparam: (that
+    recipe, the hparam), e.g. a reseeded run's first run, or the first run at the other loss
+    weight.
+
+    >>> one_change_bases("replace_mlm_w50_seed2")
+    [('replace_mlm_w50', 'seed'), ('replace_mlm_seed2', 'disc_weight')]
+    >>> one_change_bases("replace_mlm")
+    []
+    """
+    objective, changed = VARIANTS.get(recipe, (recipe, {}))
+    out = []
+    for base in (*OBJECTIVES, *VARIANTS):
+        base_objective, base_changed = VARIANTS.get(base, (base, {}))
+        differ = [key for key in changed if base_changed.get(key) != changed[key]]
+        if base_objective == objective and len(differ) == 1 and \
+                base_changed.items() <= changed.items():
+            out.append((base, differ[0]))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,8 @@ The batches are the first num_batches of train_batch_size examples of the run's
 eval_tfrecords (the training files unless the run set others), read in order, with dropout on
 and the run's own masking and sampling streams as the checkpoint left them, so every
 checkpoint of a corpus is measured on the same text. The gradients are of the single-device
-loss, in float32; nothing is written into the run's directory.
+loss, in float32, the only precision measured (unscaled half-precision gradients would
+underflow into "below epsilon"); nothing is written into the run's directory.
 """
 
 from __future__ import annotations
@@ -39,32 +40,48 @@ for path in (REPO, os.path.join(REPO, "experiments")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import numpy as np  # noqa: E402
+
 import records  # noqa: E402
 
 GROUPS = ("generator", "shared", "discriminator")
 
 
-def weighted_norms(batch: dict[str, dict[str, float]], gen_weight: float,
-                   disc_weight: float) -> dict[str, float]:
-    """Each group's norm of gen_weight * g_gen + disc_weight * g_objective, from one batch's
-    norms of the two gradients and their dot product there.
+def global_norm(batch: dict[str, dict[str, float]], gen_weight: float,
+                disc_weight: float) -> float:
+    """The global norm of gen_weight * g_gen + disc_weight * g_objective over every group, from
+    one batch's per-group norms of the two gradients and their dot product there.
 
-    >>> weighted_norms({"shared": {"gen": 3.0, "objective": 4.0, "dot": 0.0}}, 1.0, 1.0)
-    {'shared': 5.0}
+    >>> global_norm({"shared": {"gen": 3.0, "objective": 4.0, "dot": 0.0}}, 1.0, 1.0)
+    5.0
     """
-    return {group: max(gen_weight ** 2 * n["gen"] ** 2 + disc_weight ** 2 * n["objective"] ** 2
-                       + 2 * gen_weight * disc_weight * n["dot"], 0.0) ** 0.5
-            for group, n in batch.items()}
+    return sum(max(gen_weight ** 2 * n["gen"] ** 2 + disc_weight ** 2 * n["objective"] ** 2
+                   + 2 * gen_weight * disc_weight * n["dot"], 0.0)
+               for n in batch.values()) ** 0.5
 
 
-def clip_factor(norms: dict[str, float], clip_norm: float) -> float:
-    """The factor tf.clip_by_global_norm applies when the groups' norms are these.
+def clip_factor(norm: float, clip_norm: float) -> float:
+    """The factor tf.clip_by_global_norm applies to gradients of global norm `norm`.
 
-    >>> clip_factor({"generator": 3.0, "shared": 4.0}, 1.0)
+    >>> clip_factor(5.0, 1.0)
     0.2
     """
-    total = sum(n * n for n in norms.values()) ** 0.5
-    return min(1.0, clip_norm / total) if total > 0 else 1.0
+    return min(1.0, clip_norm / norm) if norm > 0 else 1.0
+
+
+def below_epsilon(mean_squares: Sequence[np.ndarray], group_of: Sequence[str],
+                  sizes: dict[str, int], epsilon: float) -> dict[str, float]:
+    """Per group, the share of entries whose root of `mean_squares` (a clipped gradient's mean
+    square over the batches, or Adam's v) is below epsilon.
+
+    >>> below_epsilon([np.array([1e-14, 1.0]), np.array([0.0])], ["shared", "generator"],
+    ...               {"shared": 2, "generator": 1, "discriminator": 0}, 1e-6)
+    {'generator': 1.0, 'shared': 0.5}
+    """
+    below = {group: 0 for group in GROUPS}
+    for group, x in zip(group_of, mean_squares):
+        below[group] += int(np.sum(np.sqrt(x) < epsilon))
+    return {group: below[group] / sizes[group] for group in GROUPS if sizes[group]}
 
 
 def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: int,
@@ -73,7 +90,6 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
     its `objective` is `recipe` when given (a ladder's name for the run's recipe), else the
     run's objective hparam."""
     import electra_tf  # noqa: F401  (first: it decides oneDNN before TensorFlow loads)
-    import numpy as np
     import tensorflow as tf
 
     from electra_tf import config as config_lib
@@ -89,7 +105,17 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
     if config.training_algorithm != "joint":
         raise SystemExit(f"error: {model_name}: training_algorithm {config.training_algorithm!r}"
                          " does not sum the two losses; only joint training is measured")
+    if config.precision != "float32":
+        raise SystemExit(f"error: {model_name}: precision {config.precision!r}: only float32 "
+                         "runs are measured (the model is built in the run's precision, and "
+                         "unscaled half-precision gradients would underflow below epsilon)")
     files = data.check_files(config.eval_tfrecords, config.max_seq_length)
+    dataset = data.pretraining_dataset(files, config.train_batch_size, config.max_seq_length,
+                                       is_training=False).take(num_batches)
+    available = sum(1 for _ in dataset)
+    if available < num_batches:
+        raise SystemExit(f"error: {config.eval_tfrecords} holds {available} batches of "
+                         f"{config.train_batch_size}, fewer than --num_batches {num_batches}")
     special = pretraining.SpecialIds.from_vocab(pretraining.load_vocab(config.vocab_file))
     state = pretraining.create_state(config, special, tf.distribute.get_strategy())
     checkpointer = resume.Checkpointer(state.checkpoint(), config.model_dir,
@@ -106,6 +132,8 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
     def split(features):
         with tf.GradientTape(persistent=True) as tape:
             out = model(features, training=True)
+            # Exact: the gen_loss terms' coefficients cancel at that scalar, so none of its
+            # gradient flows back (the generator's own variables get exactly 0).
             objective_loss = (out["loss"] - config.gen_weight * out["gen_loss"]) \
                 / config.disc_weight
         # None where a loss cannot reach (UnconnectedGradients.ZERO fails on Keras variables).
@@ -113,12 +141,9 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
                  zip(tape.gradient(loss, variables), variables)]
                 for loss in (out["gen_loss"], objective_loss)]
 
-    weights = [float(w) for w in disc_weights]
-    squares = {w: [np.zeros(v.shape, np.float64) for v in variables] for w in weights}
+    squares = {w: [np.zeros(v.shape, np.float64) for v in variables] for w in disc_weights}
     batches = []
-    dataset = data.pretraining_dataset(files, config.train_batch_size, config.max_seq_length,
-                                       is_training=False)
-    for features in dataset.take(num_batches):
+    for features in dataset:
         gen, objective = split(features)
         gen = [g.numpy().astype(np.float64) for g in gen]
         objective = [g.numpy().astype(np.float64) for g in objective]
@@ -131,26 +156,16 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
             n["gen"], n["objective"] = n["gen"] ** 0.5, n["objective"] ** 0.5
         batches.append(batch)
         print(f"batch {len(batches)}/{num_batches}", flush=True)
-        for w in weights:
-            factor = clip_factor(weighted_norms(batch, config.gen_weight, w),
+        for w in disc_weights:
+            factor = clip_factor(global_norm(batch, config.gen_weight, w),
                                  distribution.CLIP_NORM)
             for total, g, o in zip(squares[w], gen, objective):
                 total += (factor * (config.gen_weight * g + w * o)) ** 2
-    if len(batches) < num_batches:
-        raise SystemExit(f"error: {config.eval_tfrecords} holds {len(batches)} batches of "
-                         f"{config.train_batch_size}, fewer than --num_batches {num_batches}")
 
     epsilon = float(optimizer.epsilon)
     sizes = {group: 0 for group in GROUPS}
     for group, v in zip(group_of, variables):
         sizes[group] += int(np.prod(v.shape))
-
-    def below_epsilon(per_variable: list) -> dict[str, float]:
-        """Per group, the share of entries whose root is below epsilon."""
-        below = {group: 0 for group in GROUPS}
-        for group, x in zip(group_of, per_variable):
-            below[group] += int(np.sum(np.sqrt(x) < epsilon))
-        return {group: below[group] / sizes[group] for group in GROUPS if sizes[group]}
 
     adam_v = [optimizer.second_moment(v).numpy() for v in variables]
     return {
@@ -162,9 +177,10 @@ def measure(data_dir: str, model_name: str, model_dir: str | None, num_batches: 
         "batch_size": config.train_batch_size, "num_batches": num_batches,
         "epsilon": epsilon, "clip_norm": distribution.CLIP_NORM, "sizes": sizes,
         "batches": batches,
-        "below_epsilon": {str(w): below_epsilon([s / num_batches for s in squares[w]])
-                          for w in weights},
-        "adam_below_epsilon": below_epsilon(adam_v),
+        "below_epsilon": {str(w): below_epsilon([s / num_batches for s in squares[w]],
+                                                group_of, sizes, epsilon)
+                          for w in disc_weights},
+        "adam_below_epsilon": below_epsilon(adam_v, group_of, sizes, epsilon),
     }
 
 
@@ -174,9 +190,8 @@ def summary(record: dict[str, Any], disc_weight: float) -> dict[str, float]:
     and the cosine between the two gradients (which the weight does not change)."""
     gen_weight, factors, totals, ratios, cosines = record["gen_weight"], [], [], [], []
     for batch in record["batches"]:
-        norms = weighted_norms(batch, gen_weight, disc_weight)
-        totals.append(sum(n * n for n in norms.values()) ** 0.5)
-        factors.append(clip_factor(norms, record["clip_norm"]))
+        totals.append(global_norm(batch, gen_weight, disc_weight))
+        factors.append(clip_factor(totals[-1], record["clip_norm"]))
         shared = batch["shared"]
         both = shared["gen"] * shared["objective"]  # 0 when nothing is shared (untied tables)
         ratios.append(disc_weight * shared["objective"] / (gen_weight * shared["gen"])

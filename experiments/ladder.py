@@ -181,8 +181,9 @@ WIDE_WARMUP_STEPS = 500
 # either generator, where BERT's first rung showed transfer (docs/reproduction.md, "The wide
 # ladder", "ELECTRA on the wide ladder", "ELECTRA with a 1/2 generator" and "Table 5 at
 # ELECTRA's steps": which generator Table 5 takes is decided by the 1/2 generator's rung 1);
-# ELECTRA and Replace MLM with each other's loss weight ("The weighting confound"), and both
-# pretrained again from a second seed ("Pretraining seeds").
+# ELECTRA and Replace MLM with each other's loss weight ("The weighting confound"), both
+# pretrained again from a second seed ("Pretraining seeds"), and Replace MLM with untied
+# embeddings and at weight 50 from the second seed ("The run after the seeds").
 LADDERS["mixed_wide"] = dataclasses.replace(
     LADDERS["mixed"], budget=dataclasses.replace(FULL_BUDGET, **WIDE_SHAPE,
                                                  learning_rate=WIDE_LEARNING_RATE),

@@ -34,8 +34,8 @@ import gradient_split  # noqa: E402
 import records  # noqa: E402
 import report  # noqa: E402
 from ladder_verdicts import (  # noqa: E402
-    COLLAPSE_MARGIN, COLORS, NAMES, NONE, VERDICT_METRIC, VERDICT_TASK, Scores, Table5Row,
-    Reseeded, Verdict, baseline_score, collapsed, incomplete, ordered, rank, reseeded, select,
+    COLLAPSE_MARGIN, COLORS, NAMES, NONE, VERDICT_METRIC, VERDICT_TASK, OneChange, Scores,
+    Table5Row, Verdict, baseline_score, collapsed, incomplete, one_change, ordered, rank, select,
     table5, verdicts)
 
 # The report's tables: (task, metric) in this order, those with records.
@@ -124,25 +124,17 @@ def verdict_table(rows: Sequence[Verdict], collapses: Sequence[list[str]] = ()) 
     return "\n".join(lines)
 
 
-def reseeded_table(rows: Sequence[Reseeded]) -> str:
-    """Each objective's first pretraining run beside the one from another seed: the rule's
-    test between them (the seed whose model is ahead), and how far apart their medians are."""
-    lines = ["| model | steps | first run | second run | ahead (p) | "
-             "the second's median minus the first's |", "|---|---|---|---|---|---|"]
-    first_seed = efficiency_plan.PRETRAIN_SEED
+def one_change_table(rows: Sequence[OneChange]) -> str:
+    """Each recipe beside each recipe it changes in one hparam: the rule's test between them
+    (the one ahead) and how far apart their medians are."""
+    lines = ["| model | beside | what differs | steps | the model | the one beside | ahead (p) "
+             "| the model's median minus the other's |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        seed = efficiency_plan.RESEEDED[r.variant][1]["seed"]
-        cells = [NAMES.get(r.objective, r.objective), str(r.steps),
-                 "-" if r.first is None else f"{_cell(r.first)} (seed {first_seed})",
-                 f"{_cell(r.again)} (seed {seed})"]
-        if r.first is None or r.comparison is None:
-            cells += ["- (-)", "-"]
-        else:
-            ahead = "no difference" if r.comparison.verdict == "no difference" else \
-                f"seed {seed if r.again.median > r.first.median else first_seed}"
-            cells += [f"{_bold(ahead)} ({_p(r.comparison.p)})",
-                      f"{r.again.median - r.first.median:+.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join([
+            NAMES.get(r.variant, r.variant), NAMES.get(r.base, r.base), f"`{r.changed}`",
+            str(r.steps), _cell(r.scores), _cell(r.base_scores),
+            f"{_bold(r.comparison.verdict)} ({_p(r.comparison.p)})",
+            f"{r.scores.median - r.base_scores.median:+.1f}"]) + " |")
     return "\n".join(lines)
 
 
@@ -535,30 +527,35 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "recipe there by the rule's test: the winner when its median is higher with "
             "p < 0.05, else *no difference*.\n\n"
             + table5_table(table5_rows, table5_collapses))
-    reseeded_rows = reseeded(select(finetune, VERDICT_TASK, VERDICT_METRIC))
-    if reseeded_rows:
+    changes = one_change(select(finetune, VERDICT_TASK, VERDICT_METRIC))
+    if changes:
         sections.append(
-            f"## Pretraining seeds ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
-            f"Every other model is pretrained from seed {efficiency_plan.PRETRAIN_SEED}, so "
-            "the spread over fine-tuning seeds leaves out what the pretraining seed changes "
-            "(initial weights, masking, the generator's samples, dropout, the shuffling of the "
-            "training files and of a small buffer of examples). These objectives were "
-            "pretrained again from another seed; each is "
-            "compared with its first run by the rule's test (docs/reproduction.md, "
-            "\"Pretraining seeds\").\n\n" + reseeded_table(reseeded_rows))
+            f"## One change at a time ({VERDICT_TASK} {VERDICT_METRIC}, test)\n\n"
+            "Each model beside each model of its objective whose recipe differs from its own "
+            "in one other hparam, at the same steps, by the rule's test: the one ahead when "
+            "its median is higher with p < 0.05, else *no difference*. Every model is pretrained from seed "
+            f"{efficiency_plan.PRETRAIN_SEED} unless its name says otherwise. Where the two "
+            "differ in `seed` they are two pretraining runs of one recipe (initial weights, "
+            "masking, the generator's samples, dropout and the shuffling drawn again), and the "
+            "test, over fine-tuning seeds, says whether the two models differ, not how much "
+            "pretraining runs vary (docs/reproduction.md, \"Pretraining seeds\").\n\n"
+            + one_change_table(changes))
     for task, metric in SHOWN:
         scores = select(finetune, task, metric)
         if scores:
             sections.append(f"## {task} {metric}, every model\n\n" + scores_table(scores))
-    under_way = sorted({model for task, metric in SHOWN
-                        for model in incomplete(finetune, task, metric)})
+    under_way: dict[tuple[str, int], list[str]] = {}
+    for task, metric in SHOWN:
+        for model in incomplete(finetune, task, metric):
+            under_way.setdefault(model, []).append(f"{task} {metric}")
     if under_way:
         sections.append(
-            "Fine-tuning sweeps not complete, left out of every table above until each of "
-            "their learning rates and seeds is in (a sitting stopped between their runs, or "
-            "the model was lost before they ended: docs/reproduction.md says which): "
-            + ", ".join(
-                f"{NAMES.get(o, o)} at {steps:,} steps" for o, steps in under_way) + ".")
+            "Fine-tuning sweeps not complete, left out of the tables of their task and metric "
+            "above until each of their learning rates and seeds is in (a sitting stopped "
+            "between their runs, or the model was lost before they ended: "
+            "docs/reproduction.md says which): " + "; ".join(
+                f"{NAMES.get(o, o)} at {steps:,} steps ({', '.join(shown)})"
+                for (o, steps), shown in sorted(under_way.items())) + ".")
     if probe:
         sections.append("## Linear probe of the frozen discriminator (dev)\n\n"
                         + probe_table(probe))
@@ -606,19 +603,22 @@ def write(results_dir: str, report_dir: str, name: str = "ladder") -> list[str]:
             "## Where the two losses meet\n\n"
             "The generator's and the objective's gradients, taken apart on a checkpoint "
             "(gradients.jsonl, `experiments/gradient_split.py`) over the first batches of the "
-            "training files, dropout on, and summed at each objective weight shown, as the "
-            "training step sums them before clipping the global norm at 1.0. Medians over the "
-            "batches: the summed gradient's global norm, the clip factor it gets, and in the "
-            "tables both losses reach (the tied embeddings) the weighted objective's gradient "
-            "norm over the generator's, and the cosine between the two (1: the same "
-            "direction; the weight does not change it). Below eps: per group of variables "
-            "(only the generator's, the shared, only the discriminator-sized model's) the "
-            "share of entries whose clipped gradient's root mean square over the batches is "
-            "below Adam's epsilon (1e-6), so that epsilon, not the gradient, sets their step's "
-            "size (entries no batch reaches count: the position embeddings past the sequence "
-            "length, WordPieces the batches lack); "
-            "in brackets, at the weight the run trained with, the same share of the "
-            "checkpoint's own Adam second moments.\n\n" + gradients_table(gradients))
+            "run's eval_tfrecords (here its training files), dropout on, and summed at each "
+            "objective weight shown, as the training step sums them before clipping the "
+            "global norm at 1.0. Medians over the batches: the summed gradient's global norm, "
+            "the clip factor it gets, and in the tables both losses reach (the tied "
+            "embeddings) the weighted objective's gradient norm over the generator's, and the "
+            "cosine between the two (1: the same direction; the weight does not change it). "
+            "Below eps: per group of variables (only the generator's, the shared, only the "
+            "discriminator-sized model's) the share of entries whose clipped gradient's root "
+            "mean square over the batches is below Adam's epsilon (1e-6), where epsilon, not "
+            "the gradient, would set their step's size. Entries no gradient reaches count: the "
+            "attention key biases (the softmax ignores them) and the position embeddings past "
+            "the sequence length. The share tends to overstate what epsilon governs: an entry "
+            "that rare batches reach has a small mean over these few, where Adam's second "
+            "moment keeps such a batch for about a thousand steps (beta_2 0.999). In brackets, "
+            "at the weight the run trained with, the same share of the checkpoint's "
+            "own Adam second moments.\n\n" + gradients_table(gradients))
     sections.append("## Costs\n\n" + costs_table(pretrain, finetune, probe, detection, evaluated))
     table = os.path.join(report_dir, f"{name}_results.md")
     files.write_atomically(table, "\n\n".join(sections) + "\n")

@@ -50,7 +50,8 @@ COLORS = {"electra": "tab:blue", "electra_half": "tab:green", "electra_15": "tab
           "replace_mlm": "tab:brown", "all_tokens_mlm": "tab:pink", "electra_15_half": "tab:red",
           "replace_mlm_half": "tab:olive", "all_tokens_mlm_half": "tab:cyan",
           "electra_w1": "tab:gray", "replace_mlm_w50": "gold", "electra_seed2": "navy",
-          "replace_mlm_seed2": "saddlebrown", BERT: "tab:orange"}
+          "replace_mlm_seed2": "saddlebrown", "replace_mlm_w50_seed2": "darkgoldenrod",
+          "replace_mlm_untied": "teal", BERT: "tab:orange"}
 
 
 def rank(objective: str) -> tuple[int, str]:
@@ -248,28 +249,29 @@ def table5(scores: dict[tuple, Scores]) -> list[Table5Row]:
 
 
 @dataclasses.dataclass
-class Reseeded:
-    """An objective pretrained from efficiency_plan.PRETRAIN_SEED (None: not yet) and again
-    from another seed (`variant`, efficiency_plan.RESEEDED), at the same steps, compared by the
-    rule's test."""
-    objective: str
+class OneChange:
+    """A recipe beside one it changes in one hparam (efficiency_plan.one_change_bases), at the
+    same steps, compared by the rule's test."""
     variant: str
+    base: str
+    changed: str  # the hparam
     steps: int
-    first: Scores | None
-    again: Scores
-    comparison: Comparison | None
+    scores: Scores
+    base_scores: Scores
+    comparison: Comparison
 
 
-def reseeded(scores: dict[tuple, Scores]) -> list[Reseeded]:
-    """Every objective pretrained again from another seed beside its first run, in the
-    reports' order."""
+def one_change(scores: dict[tuple, Scores]) -> list[OneChange]:
+    """Every recipe with scores beside each recipe it changes in one hparam that has scores at
+    its steps, in the reports' order."""
     out = []
-    for variant in ordered(o for o, _ in scores if o in efficiency_plan.RESEEDED):
-        objective = efficiency_plan.RESEEDED[variant][0]
-        for steps in sorted(steps for o, steps in scores if o == variant):
-            first, again = scores.get((objective, steps)), scores[(variant, steps)]
-            out.append(Reseeded(objective, variant, steps, first, again,
-                                None if first is None else compare(again, first)))
+    for variant in ordered(o for o, _ in scores if o in efficiency_plan.VARIANTS):
+        for base, changed in efficiency_plan.one_change_bases(variant):
+            for steps in sorted(steps for o, steps in scores if o == variant):
+                if (base, steps) in scores:
+                    ours, theirs = scores[(variant, steps)], scores[(base, steps)]
+                    out.append(OneChange(variant, base, changed, steps, ours, theirs,
+                                         compare(ours, theirs)))
     return out
 
 

@@ -754,9 +754,10 @@ def test_a_model_whose_sweep_is_half_done_is_left_out_and_named(tmp_path):
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
     assert "## Table 5 at ELECTRA's steps" not in text
-    assert ("Fine-tuning sweeps not complete, left out of every table above until each of "
-            "their learning rates and seeds is in") in text
-    assert text.count("ELECTRA 15% at 200 steps, Replace MLM at 200 steps.") == 1
+    assert ("Fine-tuning sweeps not complete, left out of the tables of their task and metric "
+            "above until each of their learning rates and seeds is in") in text
+    assert text.count("ELECTRA 15% at 200 steps (pos unseen_accuracy); "
+                      "Replace MLM at 200 steps (pos unseen_accuracy).") == 1
 
 
 def test_the_tables_list_models_in_the_reports_order_not_by_name(tmp_path):
@@ -1205,7 +1206,8 @@ def test_the_full_ladder_writes_its_records_into_the_repository():
     assert ladder.parse_args(["--out", "x", "--ladder", "mixed_wide"]).objectives == (
         "mlm", "electra", "electra_half", "electra_w1", "electra_seed2", "electra_15",
         "replace_mlm", "all_tokens_mlm", "electra_15_half", "replace_mlm_half",
-        "all_tokens_mlm_half", "replace_mlm_w50", "replace_mlm_seed2")
+        "all_tokens_mlm_half", "replace_mlm_w50", "replace_mlm_seed2", "replace_mlm_w50_seed2",
+        "replace_mlm_untied")
     assert ladder.parse_args(["--out", "x", "--ladder", "smoke"]).results.endswith(
         "x/results")
 
@@ -1258,18 +1260,25 @@ def test_the_reseeded_runs_change_only_the_seed_and_climb_as_their_objectives(tm
     assert efficiency_plan.NAMES["electra_seed2"] == "ELECTRA, pretraining seed 2"
 
 
-def test_each_reseeded_run_is_judged_against_its_first_run_and_its_reference(tmp_path):
+def test_each_run_is_judged_against_the_runs_its_recipe_changes_in_one_hparam(tmp_path):
     # ELECTRA's second seed level with its first; Replace MLM's second seed below its first
-    # beyond the noise, and ahead of ELECTRA's second.
+    # beyond the noise, and ahead of ELECTRA's second; Replace MLM at weight 50 from seed 2
+    # beside both the runs it changes in one hparam.
     path, scores = _hand_made_and(
         tmp_path, _runs("electra_seed2", 10, 1e13, 1e-3, [31] * 5, [31, 32, 30, 33, 34])
         + _runs("replace_mlm", 10, 1.02e13, 1e-3, [60] * 5, [60, 61, 62, 63, 64])
-        + _runs("replace_mlm_seed2", 10, 1.02e13, 1e-3, [50] * 5, [50, 51, 52, 53, 54]))
-    electra, replace = ladder_verdicts.reseeded(scores)
-    assert (electra.objective, electra.variant, electra.steps) == ("electra", "electra_seed2", 10)
+        + _runs("replace_mlm_seed2", 10, 1.02e13, 1e-3, [50] * 5, [50, 51, 52, 53, 54])
+        + _runs("replace_mlm_w50_seed2", 10, 1.02e13, 1e-3, [70] * 5, [70, 71, 72, 73, 74]))
+    electra, replace, *weight_50 = ladder_verdicts.one_change(scores)
+    assert (electra.variant, electra.base, electra.changed, electra.steps) == (
+        "electra_seed2", "electra", "seed", 10)
     assert electra.comparison.verdict == "no difference"
+    assert (replace.base, replace.changed) == ("replace_mlm", "seed")
     assert replace.comparison.verdict == "Replace MLM"
     assert replace.comparison.p == pytest.approx(0.0079, abs=1e-4)
+    # replace_mlm_w50 has no records: only the seed-2 run at weight 1 is beside it.
+    assert [(r.base, r.changed, r.comparison.verdict) for r in weight_50] == [
+        ("replace_mlm_seed2", "disc_weight", "Replace MLM, disc_weight 50, pretraining seed 2")]
     first = ladder_verdicts.verdicts(scores)[0]
     assert first.against_electra["electra_seed2"].verdict == "no difference"
     row, = [r for r in ladder_verdicts.table5(scores) if r.reference == "electra_seed2"]
@@ -1277,12 +1286,52 @@ def test_each_reseeded_run_is_judged_against_its_first_run_and_its_reference(tmp
         "Replace MLM, pretraining seed 2"
     ladder_report.write(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "ladder_results.md").read_text()
-    assert "## Pretraining seeds (pos unseen_accuracy, test)" in text
-    assert "| Replace MLM | 10 | 62.0 [61.0, 63.0] (60.0-64.0) (lr 0.001) (seed 1) | 52.0 " \
-        "[51.0, 53.0] (50.0-54.0) (lr 0.001) (seed 2) | **seed 1** (0.008) | -10.0 |" in text
-    assert "| ELECTRA | 10 | 32.0 [31.0, 33.0] (30.0-35.0) (lr 0.001) (seed 1) | " in text
-    assert "(seed 2) | no difference (" in text
+    assert "## One change at a time (pos unseen_accuracy, test)" in text
+    assert "| Replace MLM, pretraining seed 2 | Replace MLM | `seed` | 10 | 52.0 [51.0, 53.0] " \
+        "(50.0-54.0) (lr 0.001) | 62.0 [61.0, 63.0] (60.0-64.0) (lr 0.001) | **Replace MLM** " \
+        "(0.008) | -10.0 |" in text
+    assert "| ELECTRA, pretraining seed 2 | ELECTRA | `seed` | 10 | 32.0 [31.0, 33.0] " \
+        "(30.0-34.0) (lr 0.001) | " in text
+    assert "| Replace MLM, disc_weight 50, pretraining seed 2 | Replace MLM, pretraining seed 2 " \
+        "| `disc_weight` | 10 | " in text
     assert "| ELECTRA, pretraining seed 2 (FLOPs) |" in text  # its own Table 5
+
+
+def test_the_run_after_the_seeds_changes_one_hparam_of_replace_mlm(tmp_path):
+    """replace_mlm_untied: Replace MLM's hparams but embedding_sharing untied;
+    replace_mlm_w50_seed2: replace_mlm_w50's but the seed; both at ELECTRA's steps."""
+    from electra_tf import config
+
+    wide = ladder.LADDERS["mixed_wide"]
+    (tmp_path / "vocab.txt").write_text("\n".join(f"t{i}" for i in range(8000)) + "\n")
+    climbs = {c.objective: c for c in ladder.plan(wide, str(tmp_path))}
+    for variant, base, changed in [("replace_mlm_untied", "replace_mlm", "embedding_sharing"),
+                                   ("replace_mlm_w50_seed2", "replace_mlm_w50", "seed")]:
+        climb, recipe = climbs[variant], climbs[base]
+        assert [(r.steps, r.fork) for r in climb.rungs] == [
+            (r.steps, r.fork) for r in recipe.rungs]
+        hparams = ladder.pretraining_hparams(wide, climb, 1000, 0)
+        first = ladder.pretraining_hparams(wide, recipe, 1000, 0)
+        assert {k: v for k, v in hparams.items() if k != changed} == \
+            {k: v for k, v in first.items() if k != changed}
+    assert efficiency_plan.one_change_bases("replace_mlm_untied") == [
+        ("replace_mlm", "embedding_sharing")]
+    built = config.from_hparams("h", str(tmp_path), ladder.pretraining_hparams(
+        wide, climbs["replace_mlm_untied"], 1000, 0))
+    assert (built.objective, built.embedding_sharing, built.disc_weight) == (
+        "replace_mlm", "untied", 1.0)
+    built = config.from_hparams("h", str(tmp_path), ladder.pretraining_hparams(
+        wide, climbs["replace_mlm_w50_seed2"], 1000, 0))
+    assert (built.objective, built.seed, built.disc_weight) == ("replace_mlm", 2, 50.0)
+    assert efficiency_plan.NAMES["replace_mlm_untied"] == "Replace MLM, embeddings untied"
+    assert efficiency_plan.TABLE5_REFERENCE["replace_mlm_w50_seed2"] == "electra_seed2"
+
+
+def test_efficiency_plan_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(efficiency_plan)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_the_weight_swapped_variants_are_judged_against_electra(tmp_path):

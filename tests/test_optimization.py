@@ -125,6 +125,16 @@ def test_apply_gradients_returns_the_unclipped_norm():
     np.testing.assert_allclose(float(norm), 5.0)
 
 
+def test_second_moment_is_adams_v():
+    """v, not m: after one step on g, v = (1 - beta_2) g^2 and m = (1 - beta_1) g."""
+    var = keras.Variable(np.zeros(2, np.float32), name="kernel")
+    optimizer = optimization.AdamWeightDecay(learning_rate=0.0)
+    optimizer.build([var])
+    distribution.apply_gradients(optimizer, [tf.constant([0.3, 0.4])], [var])  # norm 0.5
+    np.testing.assert_allclose(optimizer.second_moment(var).numpy(), 0.001 * np.array([0.09, 0.16]),
+                               rtol=1e-5)
+
+
 def test_lamb_scales_each_update_by_the_trust_ratio():
     kernel = keras.Variable(np.full((2, 2), 3.0, np.float32), name="kernel")
     bias = keras.Variable(np.full(2, 3.0, np.float32), name="bias")

@@ -486,8 +486,8 @@ def initialize_from(model: PretrainingModel, path: str) -> list[str]:
     generator = model.generator_model()
     if generator is not None and model.generator is not model.encoder:
         if pretrained.generator is None:
-            done.append(f"{pretrained.source} has no generator (the ++ releases do not): the "
-                        "generator starts from fresh weights")
+            done.append(f"{pretrained.source} has no generator: the generator starts from "
+                        "fresh weights")
         else:
             # Tied embeddings come with the discriminator; a generator's own are copied.
             tied = model.generator.embeddings is model.encoder.embeddings

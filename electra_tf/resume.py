@@ -25,7 +25,9 @@ tried; none readable is an error, not a fresh start. So is a model_dir with chec
 none of which can be restored (e.g. their index files lost) or a state file naming checkpoints
 that are gone: the next save would write over what is left, so only the user starts afresh, by
 moving them away. A checkpoint that reads fine but does not fit the model is an error too, not
-a reason to go back further.
+a reason to go back further, and so is a model_dir whose only checkpoint is in another layout
+(the original's TF1 `model.ckpt-N`): the error names init_checkpoint, which starts a new run
+from its weights.
 """
 
 from __future__ import annotations
@@ -245,8 +247,17 @@ class Checkpointer(tf.train.CheckpointManager):
         """Restores the newest readable checkpoint (see the module docstring); returns its
         path, or None when model_dir holds none."""
         listed, on_disk = self._listed(), self._on_disk()
+        foreign = [p for p in listed if p not in on_disk and tf.io.gfile.exists(p + ".index")]
+        if foreign and not on_disk:
+            raise CheckpointError(
+                f"{self._directory} holds {os.path.basename(foreign[-1])}, a checkpoint in "
+                "another program's layout (the original's TF1 run_pretraining.py writes it, and "
+                "Google's releases ship it), which this run cannot resume. To train on from its "
+                "weights, start a new run (a new --model_name) with "
+                f'"init_checkpoint": "{self._directory}" in --hparams: its discriminator and '
+                "generator, a fresh optimizer, step 0 (docs/checkpoints.md)")
         for prefix in listed:
-            if prefix not in on_disk:
+            if prefix not in on_disk and prefix not in foreign:
                 print(f"the checkpoint file names {prefix}, whose files are gone; skipping it",
                       flush=True)
         failures = []

@@ -201,8 +201,17 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         write_atomically(saved_path, config.to_json())
         print(f"config: {saved_path}", flush=True)
     if not checkpointer.restored and config.init_checkpoint:
-        for line in pretraining.initialize_from(state.model, config.init_checkpoint):
+        for line in pretraining.initialize_from(
+                state.model, config.init_checkpoint,
+                state.optimizer if config.init_optimizer_state else None):
             print(line, flush=True)
+        start = int(state.optimizer.iterations.numpy())
+        if start >= config.num_train_steps:
+            raise ConfigError(
+                f"hparam 'num_train_steps' is {config.num_train_steps}, but init_checkpoint is "
+                f"at step {start}: nothing would train. With init_optimizer_state the steps "
+                f"count on from the checkpoint's, as in the original: {start + 10000} trains "
+                "10,000 more")
 
     input_ = host_calls.Batches(
         strategy, lambda batch, context, start: data.pretraining_dataset(

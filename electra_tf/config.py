@@ -153,6 +153,9 @@ class PretrainingConfig(TpuHparams):
     # Ours: start a new run from pretrained weights (a TF1 release, Hugging Face, .keras), as
     # checkpoints.load_pretrained reads them; a missing generator starts fresh.
     init_checkpoint: str | None = None
+    # Ours: with a TF1 init_checkpoint, also its global step and Adam slots, so the run counts on
+    # from the checkpoint's step as the original's continued pretraining does.
+    init_optimizer_state: bool = False
     model_dir: str = ""
     results_txt: str = ""
     results_pkl: str = ""
@@ -297,9 +300,9 @@ def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str
 
 
 # Never taken from a saved run (saved_hparams): whether this command trains or evaluates, where
-# its outputs go, and init_checkpoint, which only starts a run.
-_NOT_INHERITED = ("do_train", "do_eval", "init_checkpoint", "model_dir", "results_txt",
-                  "results_pkl")
+# its outputs go, and init_checkpoint and init_optimizer_state, which only start a run.
+_NOT_INHERITED = ("do_train", "do_eval", "init_checkpoint", "init_optimizer_state", "model_dir",
+                  "results_txt", "results_pkl")
 
 
 def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
@@ -474,6 +477,11 @@ def _validate_objective(c: PretrainingConfig) -> None:
                 f"two_stage trains each network for num_train_steps / 2 steps: make it even "
                 f"(got {c.num_train_steps})")
     require(c.adversarial_mlm_weight >= 0, "adversarial_mlm_weight", "must be >= 0")
+    require(not c.init_optimizer_state or c.init_checkpoint, "init_optimizer_state",
+            "takes the optimizer state of init_checkpoint: set init_checkpoint too")
+    require(not c.init_optimizer_state or c.embedding_sharing != "gdes", "init_optimizer_state",
+            "gdes splits the discriminator's embeddings from the checkpoint's tables, so their "
+            "Adam slots have no variable to go to: start the optimizer fresh")
 
 
 def from_hparams(model_name: str, data_dir: str,

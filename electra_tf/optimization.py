@@ -204,10 +204,15 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         for variable in variables:
             self._frozen_when[self._get_variable_index(variable)] = condition
 
+    def moments(self, variable) -> tuple[keras.Variable, keras.Variable]:
+        """Adam's m and v of `variable` (its adam_m and adam_v slots)."""
+        index = self._get_variable_index(variable)
+        return self._adam_m[index], self._adam_v[index]
+
     def second_moment(self, variable) -> keras.Variable:
         """Adam's v of `variable` (its adam_v slot): the running mean of its squared
         (clipped) gradient."""
-        return self._adam_v[self._get_variable_index(variable)]
+        return self.moments(variable)[1]
 
     def _frozen(self, index: int):
         """The boolean scalar that freezes variable `index` this step, or None."""

@@ -45,10 +45,12 @@ import keras
 import tensorflow as tf
 
 from electra_tf import (checkpoint_names, checkpoints, distribution, fused, keras_saving,
-                        masking, model_files, modeling, objectives, optimization, resume)
+                        masking, model_files, modeling, objectives, optimization, resume,
+                        tf1_checkpoint)
 from electra_tf.config import PretrainingConfig
 from electra_tf.generators import (Generated, Generator, MaskedLMGenerator, ResidualEmbeddings,
                                    TwoTowerGenerator, UniformGenerator)
+from electra_tf.hparam_parsing import ConfigError
 # The corruption helpers are part of this module's interface too.
 from electra_tf.masking import (REPLACE_WITH_MASK_PROB, SpecialIds, load_vocab,  # noqa: F401
                                 mask, replace_tokens, sample_from_softmax, scatter_update)
@@ -475,14 +477,16 @@ def create_state(config: PretrainingConfig, special: SpecialIds,
 
 # ------------------------------------------------------------------ in and out
 
-def initialize_from(model: PretrainingModel, path: str) -> list[str]:
+def initialize_from(model: PretrainingModel, path: str,
+                    optimizer: optimization.AdamWeightDecay | None = None) -> list[str]:
     """A new run's weights from pretrained ones (e.g. Google's released electra_small): the
     discriminator, and the generator when the checkpoint has one and the model has its own.
-    The optimizer starts fresh. Returns what was done, for the log."""
+    The optimizer starts fresh, or with `optimizer` (init_optimizer_state) takes a TF1
+    checkpoint's global step and Adam slots. Returns what was done, for the log."""
     pretrained = checkpoints.load_pretrained(path)
     if pretrained.discriminator is None:
         raise FileNotFoundError(f"init_checkpoint {path} holds no discriminator")
-    done = []
+    done, taken_generator = [], None
     generator = model.generator_model()
     if generator is not None and model.generator is not model.encoder:
         if pretrained.generator is None:
@@ -493,13 +497,49 @@ def initialize_from(model: PretrainingModel, path: str) -> list[str]:
             tied = model.generator.embeddings is model.encoder.embeddings
             checkpoint_names.copy_weights(pretrained.generator, generator, skip_embeddings=tied)
             done.append(f"initialised the generator from {pretrained.source}")
+            taken_generator = generator
     if isinstance(model.encoder.embeddings, ResidualEmbeddings):
         _load_gdes_discriminator(model, pretrained.discriminator)
     else:
         checkpoint_names.copy_weights(pretrained.discriminator, model.discriminator_model())
     done.insert(0, f"initialised the discriminator from {pretrained.source} "
-                   f"({pretrained.format}); fresh optimizer state")
+                   f"({pretrained.format})" + ("; fresh optimizer state" if optimizer is None
+                                               else ""))
+    if optimizer is not None:
+        done.append(_take_optimizer_state(model.discriminator_model(), taken_generator,
+                                          optimizer, pretrained, path))
     return done
+
+
+def _take_optimizer_state(discriminator, generator, optimizer, pretrained, path: str) -> str:
+    """A TF1 checkpoint's global step, and its Adam slots (NAME/adam_m, NAME/adam_v) for the
+    variables taken from it, into `optimizer`; slots the checkpoint lacks altogether start
+    at zero. Returns what was done."""
+    prefix = (tf1_checkpoint.tf1_checkpoint_prefix(path) if pretrained.format == "tf1"
+              else None)
+    if prefix is None or pretrained.global_step is None:
+        what = (f"a {pretrained.format} model" if prefix is None else
+                f"{prefix}, a TF1 checkpoint without a global_step")
+        raise ConfigError(f"hparam 'init_optimizer_state': init_checkpoint {path} is {what}, "
+                          "which holds no optimizer state to continue (the original's TF1 "
+                          "checkpoints do): set init_optimizer_state false for a fresh one")
+    stored = tf.train.load_checkpoint(prefix)
+    variables = tf1_checkpoint.tf1_variables(discriminator, generator)
+    slots = {f"{name}/{slot}": moment for name, variable in variables.items()
+             for slot, moment in zip(("adam_m", "adam_v"), optimizer.moments(variable))}
+    missing = [name for name in slots if not stored.has_tensor(name)]
+    if missing and len(missing) < len(slots):
+        raise ConfigError(f"hparam 'init_optimizer_state': {prefix} holds Adam slots for some "
+                          f"variables but not for {len(missing)}, e.g. {missing[0]}: set "
+                          "init_optimizer_state false for a fresh optimizer")
+    optimizer.iterations.assign(pretrained.global_step)
+    if missing:
+        return (f"continuing from step {pretrained.global_step} of {prefix}, which holds no "
+                "Adam slots (adam_m, adam_v): Adam's moments start at zero")
+    for name, moment in slots.items():
+        moment.assign(stored.get_tensor(name))
+    return (f"continuing from step {pretrained.global_step} of {prefix}, with the Adam slots of "
+            f"its {len(variables)} variables")
 
 
 def _load_gdes_discriminator(model: PretrainingModel,

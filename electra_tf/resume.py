@@ -26,8 +26,8 @@ none of which can be restored (e.g. their index files lost) or a state file nami
 that are gone: the next save would write over what is left, so only the user starts afresh, by
 moving them away. A checkpoint that reads fine but does not fit the model is an error too, not
 a reason to go back further, and so is a model_dir whose only checkpoint is in another layout
-(the original's TF1 `model.ckpt-N`): the error names init_checkpoint, which starts a new run
-from its weights.
+(the original's TF1 `model.ckpt-N`): the error names init_checkpoint (and
+init_optimizer_state), which start a new run from it.
 """
 
 from __future__ import annotations
@@ -252,10 +252,11 @@ class Checkpointer(tf.train.CheckpointManager):
             raise CheckpointError(
                 f"{self._directory} holds {os.path.basename(foreign[-1])}, a checkpoint in "
                 "another program's layout (the original's TF1 run_pretraining.py writes it, and "
-                "Google's releases ship it), which this run cannot resume. To train on from its "
-                "weights, start a new run (a new --model_name) with "
-                f'"init_checkpoint": "{self._directory}" in --hparams: its discriminator and '
-                "generator, a fresh optimizer, step 0 (docs/checkpoints.md)")
+                "Google's releases ship it), which this run cannot resume. To train on from it, "
+                "start a new run (a new --model_name) with "
+                f'"init_checkpoint": "{self._directory}" in --hparams, and '
+                '"init_optimizer_state": true to count on from its step with its Adam slots, '
+                "as the original does (docs/checkpoints.md)")
         for prefix in listed:
             if prefix not in on_disk and prefix not in foreign:
                 print(f"the checkpoint file names {prefix}, whose files are gone; skipping it",

@@ -38,24 +38,21 @@ def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
 
 
 def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,
-                         global_step: int | None = None) -> str:
+                         global_step: int | None = None, optimizer=None) -> str:
     """Writes the models' variables under the original's names, readable by the original code
     and by tf.train.load_checkpoint: the generator's embeddings under electra/ when they are
     the discriminator's (tied, as the original shares them), else under generator/ (the
     original's untied_generator_embeddings). Beside it, ARCHITECTURE_FILE records what shapes
-    cannot tell (attention heads, activation, LayerNorm epsilon). Returns the prefix."""
-    names: dict[str, Any] = {}
-    architecture = {}
-    if discriminator is not None:
-        names.update(checkpoint_names.model_variables(discriminator))
-        architecture["discriminator"] = dataclasses.asdict(
-            checkpoint_names.EncoderSpec.of(discriminator.encoder))
-    if generator is not None:
-        tied = discriminator is not None and _same_embeddings(discriminator, generator)
-        names.update(checkpoint_names.model_variables(generator,
-                                                      "electra" if tied else "generator"))
-        architecture["generator"] = dataclasses.asdict(
-            checkpoint_names.EncoderSpec.of(generator.encoder))
+    cannot tell (attention heads, activation, LayerNorm epsilon). With `optimizer` (an
+    AdamWeightDecay that trained them), each variable's Adam slots go beside it as
+    `NAME/adam_m` and `NAME/adam_v`, as in the original's checkpoints. Returns the prefix."""
+    names = tf1_variables(discriminator, generator)
+    architecture = {role: dataclasses.asdict(checkpoint_names.EncoderSpec.of(model.encoder))
+                    for role, model in (("discriminator", discriminator),
+                                        ("generator", generator)) if model is not None}
+    if optimizer is not None:
+        for name, variable in list(names.items()):
+            names[f"{name}/adam_m"], names[f"{name}/adam_v"] = optimizer.moments(variable)
     if global_step is not None:
         names["global_step"] = tf.constant(global_step, tf.int64)
     directory = os.path.dirname(prefix) or "."
@@ -67,6 +64,18 @@ def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,
         ARCHITECTURE_FILE: json.dumps(architecture, indent=2).encode(),
         "checkpoint": f'model_checkpoint_path: "{os.path.basename(prefix)}"\n'.encode()})
     return prefix
+
+
+def tf1_variables(discriminator=None, generator=None) -> dict[str, Any]:
+    """{the original's name: variable} of the models, as write_tf1_checkpoint names them."""
+    names: dict[str, Any] = {}
+    if discriminator is not None:
+        names.update(checkpoint_names.model_variables(discriminator))
+    if generator is not None:
+        tied = discriminator is not None and _same_embeddings(discriminator, generator)
+        names.update(checkpoint_names.model_variables(generator,
+                                                      "electra" if tied else "generator"))
+    return names
 
 
 def _same_embeddings(discriminator, generator) -> bool:

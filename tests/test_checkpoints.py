@@ -597,6 +597,86 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
                                                         "generator_hidden_size": 0.5})
 
 
+@pytest.mark.parametrize("sharing", ["tied", "untied"])
+def test_init_optimizer_state_counts_on_from_a_tf1_checkpoints_step_and_adam_slots(
+        data_dir, tmp_path, sharing):
+    """The original's continued pretraining: a TF1 checkpoint with its global step and Adam
+    slots, as the original's run writes it, gives a new run its weights, its step and both
+    moments of every variable; one without slots, its step and moments at zero."""
+    from conftest import tiny_config
+    from electra_tf import pretraining
+    config = tiny_config(data_dir, embedding_sharing=sharing, num_train_steps=2000)
+    strategy = tf.distribute.get_strategy()
+    trained = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
+    rng = np.random.default_rng(0)  # a trained run's values: weights and moments all differ
+    for variable in trained.model.trainable_variables:
+        m, v = trained.optimizer.moments(variable)
+        for target in (variable, m, v):
+            target.assign(rng.uniform(0.1, 1.0, target.shape).astype("float32"))
+    model = trained.model
+    prefix = tf1_checkpoint.write_tf1_checkpoint(
+        str(tmp_path / "run" / "model.ckpt-1000"), model.discriminator_model(),
+        model.generator_model(), 1000, trained.optimizer)
+
+    state = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
+    done = pretraining.initialize_from(state.model, str(tmp_path / "run"), state.optimizer)
+    assert done[0] == f"initialised the discriminator from {prefix} (tf1)"
+    assert done[-1].startswith(f"continuing from step 1000 of {prefix}, with the Adam slots")
+    assert int(state.optimizer.iterations) == 1000
+    # The schedule is where the original's would be: halfway down its linear decay.
+    assert float(state.optimizer.learning_rate) == pytest.approx(config.learning_rate / 2)
+    pairs = zip(trained.model.trainable_variables, state.model.trainable_variables, strict=True)
+    for ours, theirs in pairs:
+        assert ours.path == theirs.path
+        np.testing.assert_array_equal(theirs.numpy(), ours.numpy(), err_msg=ours.path)
+        for a, b in zip(trained.optimizer.moments(ours), state.optimizer.moments(theirs)):
+            np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=ours.path)
+
+    # Without slots (a release may hold only the weights and the step): moments at zero.
+    tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "bare" / "model.ckpt-1000"),
+                                        model.discriminator_model(), model.generator_model(),
+                                        1000)
+    state = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
+    done = pretraining.initialize_from(state.model, str(tmp_path / "bare"), state.optimizer)
+    assert done[-1].endswith("which holds no Adam slots (adam_m, adam_v): Adam's moments start "
+                             "at zero")
+    assert int(state.optimizer.iterations) == 1000
+    assert not any(np.any(moment.numpy()) for variable in state.model.trainable_variables
+                   for moment in state.optimizer.moments(variable))
+
+
+def test_init_optimizer_state_is_refused_where_there_is_no_state_to_take(data_dir, tmp_path):
+    from conftest import tiny_config
+    from electra_tf import pretraining
+    from electra_tf.hparam_parsing import ConfigError
+    with pytest.raises(ConfigError, match="^hparam 'init_optimizer_state': .*set init_checkpoint"):
+        tiny_config(data_dir, init_optimizer_state=True)
+    prefix, _ = _tiny_release(tmp_path, with_generator=True)
+    with pytest.raises(ConfigError, match="^hparam 'init_optimizer_state': .*gdes"):
+        tiny_config(data_dir, init_optimizer_state=True, embedding_sharing="gdes",
+                    init_checkpoint=os.path.dirname(prefix))
+    state = pretraining.create_state(tiny_config(data_dir), pretraining.SpecialIds(),
+                                     tf.distribute.get_strategy())
+    keras_dir = tmp_path / "keras"
+    keras_dir.mkdir()
+    state.model.discriminator_model().save(keras_dir / "discriminator.keras")
+    with pytest.raises(ConfigError, match=(
+            rf"^hparam 'init_optimizer_state': init_checkpoint {keras_dir} is a keras model, "
+            "which holds no optimizer state")):
+        pretraining.initialize_from(state.model, str(keras_dir), state.optimizer)
+
+    # The command line: the steps count on from the checkpoint's, so fewer train nothing.
+    import run_pretraining
+    from conftest import TINY_MODEL, usage_error
+    hparams = {**TINY_MODEL, "init_checkpoint": os.path.dirname(prefix),
+               "init_optimizer_state": True, "num_train_steps": 500}
+    assert usage_error(run_pretraining, "--data_dir", str(data_dir), "--model_name", "cont",
+                       "--hparams", json.dumps(hparams)) == (
+        "hparam 'num_train_steps' is 500, but init_checkpoint is at step 1000: nothing would "
+        "train. With init_optimizer_state the steps count on from the checkpoint's, as in the "
+        "original: 11000 trains 10,000 more")
+
+
 def test_the_hparam_modules_import_no_checkpoints_and_read_init_checkpoint_through_them():
     """The hparam modules (config, and model_shape, shared_hparams and hparam_parsing below it)
     are the bottom layer: the checkpoint formats hand model_shape their reader of a pretrained

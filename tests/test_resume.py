@@ -116,8 +116,9 @@ def test_a_checkpoint_in_the_originals_layout_is_refused_naming_init_checkpoint(
     left = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     with pytest.raises(resume.CheckpointError, match=(
             rf"^{tmp_path} holds model\.ckpt-1000, a checkpoint in another program's layout "
-            r".*cannot resume\. To train on from its weights, start a new run \(a new "
-            rf'--model_name\) with "init_checkpoint": "{tmp_path}" in --hparams')):
+            r".*cannot resume\. To train on from it, start a new run \(a new "
+            rf'--model_name\) with "init_checkpoint": "{tmp_path}" in --hparams, and '
+            '"init_optimizer_state": true to count on from its step')):
         _checkpointer(tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == left
 

@@ -153,8 +153,8 @@ class PretrainingConfig(TpuHparams):
     # Ours: start a new run from pretrained weights (a TF1 release, Hugging Face, .keras), as
     # checkpoints.load_pretrained reads them; a missing generator starts fresh.
     init_checkpoint: str | None = None
-    # Ours: with a TF1 init_checkpoint, also its global step and Adam slots, so the run counts on
-    # from the checkpoint's step as the original's continued pretraining does.
+    # Ours: with a TF1 init_checkpoint written by a run of this model, also its global step and
+    # Adam slots, so the run counts on from that step as the original's resumed run does.
     init_optimizer_state: bool = False
     model_dir: str = ""
     results_txt: str = ""
@@ -482,6 +482,10 @@ def _validate_objective(c: PretrainingConfig) -> None:
     require(not c.init_optimizer_state or c.embedding_sharing != "gdes", "init_optimizer_state",
             "gdes splits the discriminator's embeddings from the checkpoint's tables, so their "
             "Adam slots have no variable to go to: start the optimizer fresh")
+    require(not c.init_optimizer_state or c.training_algorithm != "two_stage",
+            "init_optimizer_state", "two_stage's stages and schedule restart are counted from "
+            "step 0, so a run continued from a checkpoint's step would skip the first stage: "
+            "start the optimizer fresh")
 
 
 def from_hparams(model_name: str, data_dir: str,

@@ -42,6 +42,7 @@ import tensorflow as tf
 from keras import ops
 
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+SLOT_NAMES = ("adam_m", "adam_v")  # Adam's m and v, named as the original's checkpoints name them
 
 register = keras.saving.register_keras_serializable(package="electra_tf")
 
@@ -193,7 +194,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         if self.built:
             return
         super().build(var_list)
-        self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+        self._adam_m, self._adam_v = self.add_optimizer_variables(var_list, list(SLOT_NAMES))
         # By index: update_step may receive the backend variable, which has no Keras path.
         self._multipliers = [self.lr_multipliers.get(v.path, 1.0) for v in var_list]
 
@@ -204,8 +205,16 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         for variable in variables:
             self._frozen_when[self._get_variable_index(variable)] = condition
 
+    def tracks(self, variable) -> bool:
+        """Whether this optimizer trains `variable` (holds its slots)."""
+        try:
+            self._get_variable_index(variable)
+        except KeyError:
+            return False
+        return True
+
     def moments(self, variable) -> tuple[keras.Variable, keras.Variable]:
-        """Adam's m and v of `variable` (its adam_m and adam_v slots)."""
+        """Adam's m and v of `variable` (its slots, SLOT_NAMES)."""
         index = self._get_variable_index(variable)
         return self._adam_m[index], self._adam_v[index]
 

@@ -481,8 +481,8 @@ def initialize_from(model: PretrainingModel, path: str,
                     optimizer: optimization.AdamWeightDecay | None = None) -> list[str]:
     """A new run's weights from pretrained ones (e.g. Google's released electra_small): the
     discriminator, and the generator when the checkpoint has one and the model has its own.
-    The optimizer starts fresh, or with `optimizer` (init_optimizer_state) takes a TF1
-    checkpoint's global step and Adam slots. Returns what was done, for the log."""
+    The optimizer starts fresh, or with `optimizer` (init_optimizer_state) takes the global
+    step and Adam slots of a TF1 run of this model. Returns what was done, for the log."""
     pretrained = checkpoints.load_pretrained(path)
     if pretrained.discriminator is None:
         raise FileNotFoundError(f"init_checkpoint {path} holds no discriminator")
@@ -498,48 +498,59 @@ def initialize_from(model: PretrainingModel, path: str,
             checkpoint_names.copy_weights(pretrained.generator, generator, skip_embeddings=tied)
             done.append(f"initialised the generator from {pretrained.source}")
             taken_generator = generator
+    discriminator = model.discriminator_model()
     if isinstance(model.encoder.embeddings, ResidualEmbeddings):
         _load_gdes_discriminator(model, pretrained.discriminator)
     else:
-        checkpoint_names.copy_weights(pretrained.discriminator, model.discriminator_model())
+        checkpoint_names.copy_weights(pretrained.discriminator, discriminator)
     done.insert(0, f"initialised the discriminator from {pretrained.source} "
                    f"({pretrained.format})" + ("; fresh optimizer state" if optimizer is None
                                                else ""))
     if optimizer is not None:
-        done.append(_take_optimizer_state(model.discriminator_model(), taken_generator,
-                                          optimizer, pretrained, path))
+        done.append(_take_optimizer_state(model, discriminator, taken_generator, optimizer,
+                                          pretrained))
     return done
 
 
-def _take_optimizer_state(discriminator, generator, optimizer, pretrained, path: str) -> str:
-    """A TF1 checkpoint's global step, and its Adam slots (NAME/adam_m, NAME/adam_v) for the
-    variables taken from it, into `optimizer`; slots the checkpoint lacks altogether start
-    at zero. Returns what was done."""
-    prefix = (tf1_checkpoint.tf1_checkpoint_prefix(path) if pretrained.format == "tf1"
-              else None)
-    if prefix is None or pretrained.global_step is None:
-        what = (f"a {pretrained.format} model" if prefix is None else
-                f"{prefix}, a TF1 checkpoint without a global_step")
-        raise ConfigError(f"hparam 'init_optimizer_state': init_checkpoint {path} is {what}, "
-                          "which holds no optimizer state to continue (the original's TF1 "
-                          "checkpoints do): set init_optimizer_state false for a fresh one")
-    stored = tf.train.load_checkpoint(prefix)
-    variables = tf1_checkpoint.tf1_variables(discriminator, generator)
-    slots = {f"{name}/{slot}": moment for name, variable in variables.items()
-             for slot, moment in zip(("adam_m", "adam_v"), optimizer.moments(variable))}
-    missing = [name for name in slots if not stored.has_tensor(name)]
-    if missing and len(missing) < len(slots):
-        raise ConfigError(f"hparam 'init_optimizer_state': {prefix} holds Adam slots for some "
-                          f"variables but not for {len(missing)}, e.g. {missing[0]}: set "
-                          "init_optimizer_state false for a fresh optimizer")
+def _take_optimizer_state(model: PretrainingModel, discriminator: modeling.ElectraDiscriminator,
+                          generator: modeling.ElectraGenerator | None,
+                          optimizer: optimization.AdamWeightDecay,
+                          pretrained: checkpoints.Pretrained) -> str:
+    """The global step and every trained variable's Adam slots of a TF1 checkpoint that a run
+    of this same model wrote (the original's run_pretraining.py saves both), into `optimizer`.
+    Anything less is refused: a variable whose moments started at zero would take steps
+    several times their size at the continued rate, with no warmup left and no bias
+    correction (Google's releases hold no slots; a fresh optimizer with its warmup suits
+    them)."""
+    fresh = "set init_optimizer_state false for a fresh optimizer from step 0, with the warmup"
+    if pretrained.format != "tf1" or pretrained.global_step is None:
+        what = (f"a {pretrained.format} model" if pretrained.format != "tf1"
+                else "a TF1 checkpoint without a global_step")
+        raise ConfigError(f"hparam 'init_optimizer_state': init_checkpoint {pretrained.source} "
+                          f"is {what}, which holds no optimizer state to continue: {fresh}")
+    stored = tf.train.load_checkpoint(pretrained.source)
+    tied = generator is not None and model.generator.embeddings is model.encoder.embeddings
+    named = {id(variable): name for name, variable in
+             tf1_checkpoint.tf1_variables(discriminator, generator, tied).items()}
+    slots, lacking = {}, []
+    for variable in model.trainable_variables:
+        name = named.get(id(variable))
+        names = tf1_checkpoint.slot_names(name) if name else ()
+        if names and all(stored.has_tensor(n) for n in names):
+            slots.update(zip(names, optimizer.moments(variable)))
+        else:
+            lacking.append(name or variable.path)
+    if lacking:
+        raise ConfigError(
+            f"hparam 'init_optimizer_state': {pretrained.source} holds no Adam slots for "
+            f"{len(lacking)} of the {len(model.trainable_variables)} variables this run trains "
+            f"(e.g. {', '.join(lacking[:3])}); it continues a TF1 run of this same model, as "
+            f"the original's run_pretraining.py writes one: {fresh}")
     optimizer.iterations.assign(pretrained.global_step)
-    if missing:
-        return (f"continuing from step {pretrained.global_step} of {prefix}, which holds no "
-                "Adam slots (adam_m, adam_v): Adam's moments start at zero")
     for name, moment in slots.items():
         moment.assign(stored.get_tensor(name))
-    return (f"continuing from step {pretrained.global_step} of {prefix}, with the Adam slots of "
-            f"its {len(variables)} variables")
+    return (f"continuing from step {pretrained.global_step} of {pretrained.source}, with the "
+            f"Adam slots of all {len(model.trainable_variables)} variables")
 
 
 def _load_gdes_discriminator(model: PretrainingModel,

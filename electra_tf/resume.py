@@ -248,15 +248,17 @@ class Checkpointer(tf.train.CheckpointManager):
         path, or None when model_dir holds none."""
         listed, on_disk = self._listed(), self._on_disk()
         foreign = [p for p in listed if p not in on_disk and tf.io.gfile.exists(p + ".index")]
+        foreign = foreign or [p[:-len(".index")] for p in sorted(tf.io.gfile.glob(
+            os.path.join(self._directory, "*.index"))) if _step_of(p[:-len(".index")]) < 0]
         if foreign and not on_disk:
             raise CheckpointError(
                 f"{self._directory} holds {os.path.basename(foreign[-1])}, a checkpoint in "
-                "another program's layout (the original's TF1 run_pretraining.py writes it, and "
-                "Google's releases ship it), which this run cannot resume. To train on from it, "
-                "start a new run (a new --model_name) with "
-                f'"init_checkpoint": "{self._directory}" in --hparams, and '
+                "another program's layout (a TF1 checkpoint, as the original's "
+                "run_pretraining.py writes and Google's releases ship), which this run cannot "
+                "resume. To train on from it, start a new run (a new --model_name) with "
+                f'"init_checkpoint": "{self._directory}" in --hparams; add '
                 '"init_optimizer_state": true to count on from its step with its Adam slots, '
-                "as the original does (docs/checkpoints.md)")
+                "when a run of the original wrote it (docs/checkpoints.md)")
         for prefix in listed:
             if prefix not in on_disk and prefix not in foreign:
                 print(f"the checkpoint file names {prefix}, whose files are gone; skipping it",

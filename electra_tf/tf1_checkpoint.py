@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import config as config_lib
-from electra_tf import checkpoint_names, model_files
+from electra_tf import checkpoint_names, model_files, optimization
 
 # Written beside our TF1 exports: the encoders' hyperparameters that shapes do not show.
 ARCHITECTURE_FILE = "electra_config.json"
@@ -38,21 +38,23 @@ def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
 
 
 def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,
-                         global_step: int | None = None, optimizer=None) -> str:
+                         global_step: int | None = None,
+                         optimizer: optimization.AdamWeightDecay | None = None) -> str:
     """Writes the models' variables under the original's names, readable by the original code
     and by tf.train.load_checkpoint: the generator's embeddings under electra/ when they are
     the discriminator's (tied, as the original shares them), else under generator/ (the
     original's untied_generator_embeddings). Beside it, ARCHITECTURE_FILE records what shapes
-    cannot tell (attention heads, activation, LayerNorm epsilon). With `optimizer` (an
-    AdamWeightDecay that trained them), each variable's Adam slots go beside it as
-    `NAME/adam_m` and `NAME/adam_v`, as in the original's checkpoints. Returns the prefix."""
+    cannot tell (attention heads, activation, LayerNorm epsilon). With `optimizer` (the
+    AdamWeightDecay that trained them), each variable it trains has its Adam slots beside it
+    (slot_names), as in the original's checkpoints. Returns the prefix."""
     names = tf1_variables(discriminator, generator)
     architecture = {role: dataclasses.asdict(checkpoint_names.EncoderSpec.of(model.encoder))
                     for role, model in (("discriminator", discriminator),
                                         ("generator", generator)) if model is not None}
     if optimizer is not None:
         for name, variable in list(names.items()):
-            names[f"{name}/adam_m"], names[f"{name}/adam_v"] = optimizer.moments(variable)
+            if optimizer.tracks(variable):
+                names.update(zip(slot_names(name), optimizer.moments(variable)))
     if global_step is not None:
         names["global_step"] = tf.constant(global_step, tf.int64)
     directory = os.path.dirname(prefix) or "."
@@ -66,16 +68,25 @@ def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,
     return prefix
 
 
-def tf1_variables(discriminator=None, generator=None) -> dict[str, Any]:
-    """{the original's name: variable} of the models, as write_tf1_checkpoint names them."""
+def tf1_variables(discriminator=None, generator=None,
+                  tied: bool | None = None) -> dict[str, Any]:
+    """{the original's name: variable} of the models, as write_tf1_checkpoint names them. `tied`
+    says whether the generator shares the discriminator's embeddings; None: judged by their
+    values (models loaded from files share none by identity)."""
     names: dict[str, Any] = {}
     if discriminator is not None:
         names.update(checkpoint_names.model_variables(discriminator))
     if generator is not None:
-        tied = discriminator is not None and _same_embeddings(discriminator, generator)
+        if tied is None:
+            tied = discriminator is not None and _same_embeddings(discriminator, generator)
         names.update(checkpoint_names.model_variables(generator,
                                                       "electra" if tied else "generator"))
     return names
+
+
+def slot_names(name: str) -> tuple[str, ...]:
+    """The names of variable `name`'s Adam slots in the original's checkpoints."""
+    return tuple(f"{name}/{slot}" for slot in optimization.SLOT_NAMES)
 
 
 def _same_embeddings(discriminator, generator) -> bool:

@@ -597,31 +597,48 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
                                                         "generator_hidden_size": 0.5})
 
 
-@pytest.mark.parametrize("sharing", ["tied", "untied"])
-def test_init_optimizer_state_counts_on_from_a_tf1_checkpoints_step_and_adam_slots(
-        data_dir, tmp_path, sharing):
-    """The original's continued pretraining: a TF1 checkpoint with its global step and Adam
-    slots, as the original's run writes it, gives a new run its weights, its step and both
-    moments of every variable; one without slots, its step and moments at zero."""
+def _trained_run_in_tf1(data_dir, directory, write_slots=True, **hparams):
+    """A run's state whose weights and moments all hold distinct values, as training leaves
+    them, written as the original's run_pretraining.py saves one at step 1000; and its
+    config."""
     from conftest import tiny_config
     from electra_tf import pretraining
-    config = tiny_config(data_dir, embedding_sharing=sharing, num_train_steps=2000)
-    strategy = tf.distribute.get_strategy()
-    trained = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
-    rng = np.random.default_rng(0)  # a trained run's values: weights and moments all differ
+    config = tiny_config(data_dir, num_train_steps=2000, **hparams)
+    trained = pretraining.create_state(config, pretraining.SpecialIds(),
+                                       tf.distribute.get_strategy())
+    rng = np.random.default_rng(0)
     for variable in trained.model.trainable_variables:
-        m, v = trained.optimizer.moments(variable)
-        for target in (variable, m, v):
+        for target in (variable, *trained.optimizer.moments(variable)):
             target.assign(rng.uniform(0.1, 1.0, target.shape).astype("float32"))
     model = trained.model
+    generator = model.generator_model() if model.generator is not model.encoder else None
     prefix = tf1_checkpoint.write_tf1_checkpoint(
-        str(tmp_path / "run" / "model.ckpt-1000"), model.discriminator_model(),
-        model.generator_model(), 1000, trained.optimizer)
+        str(directory / "model.ckpt-1000"), model.discriminator_model(), generator, 1000,
+        trained.optimizer if write_slots else None)
+    return trained, config, prefix
 
-    state = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
+
+@pytest.mark.parametrize("sharing", ["tied", "untied"])
+def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
+        data_dir, tmp_path, sharing):
+    """The original's resumed run, in a new run: a TF1 checkpoint with its global step and Adam
+    slots, under the original's names, gives the run its weights, its step and both moments
+    of every variable it trains."""
+    from electra_tf import pretraining
+    trained, config, prefix = _trained_run_in_tf1(data_dir, tmp_path / "run",
+                                                  embedding_sharing=sharing)
+    stored = dict(tf.train.list_variables(prefix))
+    assert {"global_step", "electra/encoder/layer_0/attention/self/query/kernel/adam_m",
+            "electra/embeddings/word_embeddings/adam_v", "generator_predictions/output_bias/adam_m",
+            "discriminator_predictions/dense/bias/adam_m"} <= set(stored)
+    assert ("generator/embeddings/word_embeddings/adam_m" in stored) == (sharing == "untied")
+
+    state = pretraining.create_state(config, pretraining.SpecialIds(),
+                                     tf.distribute.get_strategy())
     done = pretraining.initialize_from(state.model, str(tmp_path / "run"), state.optimizer)
     assert done[0] == f"initialised the discriminator from {prefix} (tf1)"
-    assert done[-1].startswith(f"continuing from step 1000 of {prefix}, with the Adam slots")
+    assert done[-1] == (f"continuing from step 1000 of {prefix}, with the Adam slots of all "
+                        f"{len(state.model.trainable_variables)} variables")
     assert int(state.optimizer.iterations) == 1000
     # The schedule is where the original's would be: halfway down its linear decay.
     assert float(state.optimizer.learning_rate) == pytest.approx(config.learning_rate / 2)
@@ -632,47 +649,72 @@ def test_init_optimizer_state_counts_on_from_a_tf1_checkpoints_step_and_adam_slo
         for a, b in zip(trained.optimizer.moments(ours), state.optimizer.moments(theirs)):
             np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=ours.path)
 
-    # Without slots (a release may hold only the weights and the step): moments at zero.
-    tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "bare" / "model.ckpt-1000"),
-                                        model.discriminator_model(), model.generator_model(),
-                                        1000)
-    state = pretraining.create_state(config, pretraining.SpecialIds(), strategy)
-    done = pretraining.initialize_from(state.model, str(tmp_path / "bare"), state.optimizer)
-    assert done[-1].endswith("which holds no Adam slots (adam_m, adam_v): Adam's moments start "
-                             "at zero")
-    assert int(state.optimizer.iterations) == 1000
-    assert not any(np.any(moment.numpy()) for variable in state.model.trainable_variables
-                   for moment in state.optimizer.moments(variable))
 
-
-def test_init_optimizer_state_is_refused_where_there_is_no_state_to_take(data_dir, tmp_path):
+def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(
+        data_dir, tmp_path):
+    """Moments at zero would make the continued run's first steps several times their size
+    (no warmup left, no bias correction), so a checkpoint without every trained variable's
+    slots is refused, as are settings that cannot continue a step count; nothing is changed."""
     from conftest import tiny_config
     from electra_tf import pretraining
     from electra_tf.hparam_parsing import ConfigError
     with pytest.raises(ConfigError, match="^hparam 'init_optimizer_state': .*set init_checkpoint"):
         tiny_config(data_dir, init_optimizer_state=True)
-    prefix, _ = _tiny_release(tmp_path, with_generator=True)
-    with pytest.raises(ConfigError, match="^hparam 'init_optimizer_state': .*gdes"):
-        tiny_config(data_dir, init_optimizer_state=True, embedding_sharing="gdes",
-                    init_checkpoint=os.path.dirname(prefix))
-    state = pretraining.create_state(tiny_config(data_dir), pretraining.SpecialIds(),
-                                     tf.distribute.get_strategy())
+    release = os.path.dirname(_tiny_release(tmp_path / "release", with_generator=True)[0])
+    bare = os.path.dirname(_tiny_release(tmp_path / "bare", with_generator=False)[0])
+    for hparams, match in (({"embedding_sharing": "gdes", "init_checkpoint": release},
+                            "gdes splits"),
+                           ({"training_algorithm": "two_stage", "generator_hidden_size": 1.0,
+                             "init_checkpoint": bare}, "two_stage's stages")):
+        with pytest.raises(ConfigError, match=f"^hparam 'init_optimizer_state': {match}"):
+            tiny_config(data_dir, init_optimizer_state=True, **hparams)
+
+    def state_of(data_dir, **hparams):
+        return pretraining.create_state(tiny_config(data_dir, **hparams),
+                                        pretraining.SpecialIds(), tf.distribute.get_strategy())
+
+    def refused(path, **hparams):
+        state = state_of(data_dir, **hparams)
+        with pytest.raises(ConfigError) as error:
+            pretraining.initialize_from(state.model, str(path), state.optimizer)
+        assert int(state.optimizer.iterations) == 0
+        assert not any(np.any(m.numpy()) for v in state.model.trainable_variables
+                       for m in state.optimizer.moments(v))
+        return str(error.value)
+
+    # A release: weights and a step, no slots (as Google's are reported to be).
+    message = refused(release)
+    n = len(state_of(data_dir).model.trainable_variables)
+    assert message.startswith(f"hparam 'init_optimizer_state': {release}/model.ckpt-1000 holds "
+                              f"no Adam slots for {n} of the {n} variables this run trains "
+                              "(e.g. electra/embeddings/")
+    assert message.endswith("); it continues a TF1 run of this same model, as the original's "
+                            "run_pretraining.py writes one: set init_optimizer_state false for "
+                            "a fresh optimizer from step 0, with the warmup")
+    # A run of another objective: the heads it has no slots for are named.
+    _trained_run_in_tf1(data_dir, tmp_path / "electra")
+    message = refused(tmp_path / "electra", objective="all_tokens_mlm")
+    assert "mlm_predictions/output_bias" in message
+    # Not TF1, or TF1 without a step.
     keras_dir = tmp_path / "keras"
     keras_dir.mkdir()
+    state = state_of(data_dir)
     state.model.discriminator_model().save(keras_dir / "discriminator.keras")
-    with pytest.raises(ConfigError, match=(
-            rf"^hparam 'init_optimizer_state': init_checkpoint {keras_dir} is a keras model, "
-            "which holds no optimizer state")):
-        pretraining.initialize_from(state.model, str(keras_dir), state.optimizer)
+    assert refused(keras_dir).startswith(
+        f"hparam 'init_optimizer_state': init_checkpoint {keras_dir}/discriminator.keras is a "
+        "keras model, which holds no optimizer state to continue")
+    tf1_checkpoint.write_tf1_checkpoint(str(tmp_path / "stepless" / "model.ckpt"),
+                                        state.model.discriminator_model())
+    assert "is a TF1 checkpoint without a global_step" in refused(tmp_path / "stepless")
 
-    # The command line: the steps count on from the checkpoint's, so fewer train nothing.
+    # The command line: the steps count on from the checkpoint's, so as many train nothing.
     import run_pretraining
     from conftest import TINY_MODEL, usage_error
-    hparams = {**TINY_MODEL, "init_checkpoint": os.path.dirname(prefix),
-               "init_optimizer_state": True, "num_train_steps": 500}
+    hparams = {**TINY_MODEL, "init_checkpoint": str(tmp_path / "electra"),
+               "init_optimizer_state": True, "num_train_steps": 1000}
     assert usage_error(run_pretraining, "--data_dir", str(data_dir), "--model_name", "cont",
                        "--hparams", json.dumps(hparams)) == (
-        "hparam 'num_train_steps' is 500, but init_checkpoint is at step 1000: nothing would "
+        "hparam 'num_train_steps' is 1000, but init_checkpoint is at step 1000: nothing would "
         "train. With init_optimizer_state the steps count on from the checkpoint's, as in the "
         "original: 11000 trains 10,000 more")
 

@@ -109,18 +109,21 @@ def test_a_state_file_with_a_non_utf8_byte_is_rebuilt_and_an_evaluation_says_so(
 
 def test_a_checkpoint_in_the_originals_layout_is_refused_naming_init_checkpoint(tmp_path):
     """A model_dir holding a TF1 checkpoint (model.ckpt-N, as the original's run_pretraining.py
-    and Google's releases name it) is not ours to resume: the error names the way to train on
-    from its weights, and nothing in the directory changes."""
+    names it), with or without the state file naming it, is not ours to resume: the error
+    names the way to train on from it, and nothing in the directory changes."""
     prefix = tf.train.Checkpoint(w=tf.Variable(1.0)).write(str(tmp_path / "model.ckpt-1000"))
     tf.compat.v1.train.update_checkpoint_state(str(tmp_path), prefix)
-    left = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    with pytest.raises(resume.CheckpointError, match=(
-            rf"^{tmp_path} holds model\.ckpt-1000, a checkpoint in another program's layout "
-            r".*cannot resume\. To train on from it, start a new run \(a new "
-            rf'--model_name\) with "init_checkpoint": "{tmp_path}" in --hparams, and '
-            '"init_optimizer_state": true to count on from its step')):
-        _checkpointer(tmp_path)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == left
+    for state_file in (True, False):
+        if not state_file:
+            (tmp_path / "checkpoint").unlink()
+        left = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        with pytest.raises(resume.CheckpointError, match=(
+                rf"^{tmp_path} holds model\.ckpt-1000, a checkpoint in another program's layout "
+                r".*cannot resume\. To train on from it, start a new run \(a new "
+                rf'--model_name\) with "init_checkpoint": "{tmp_path}" in --hparams; add '
+                '"init_optimizer_state": true to count on from its step')):
+            _checkpointer(tmp_path)
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == left
 
 
 @pytest.mark.parametrize("lost", ["index files", "every file"])

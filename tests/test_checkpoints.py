@@ -597,7 +597,7 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
                                                         "generator_hidden_size": 0.5})
 
 
-def _trained_run_in_tf1(data_dir, directory, write_slots=True, **hparams):
+def _trained_run_in_tf1(data_dir, directory, **hparams):
     """A run's state whose weights and moments all hold distinct values, as training leaves
     them, written as the original's run_pretraining.py saves one at step 1000; and its
     config."""
@@ -614,7 +614,7 @@ def _trained_run_in_tf1(data_dir, directory, write_slots=True, **hparams):
     generator = model.generator_model() if model.generator is not model.encoder else None
     prefix = tf1_checkpoint.write_tf1_checkpoint(
         str(directory / "model.ckpt-1000"), model.discriminator_model(), generator, 1000,
-        trained.optimizer if write_slots else None)
+        trained.optimizer)
     return trained, config, prefix
 
 
@@ -669,12 +669,12 @@ def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(
         with pytest.raises(ConfigError, match=f"^hparam 'init_optimizer_state': {match}"):
             tiny_config(data_dir, init_optimizer_state=True, **hparams)
 
-    def state_of(data_dir, **hparams):
+    def state_of(**hparams):
         return pretraining.create_state(tiny_config(data_dir, **hparams),
                                         pretraining.SpecialIds(), tf.distribute.get_strategy())
 
     def refused(path, **hparams):
-        state = state_of(data_dir, **hparams)
+        state = state_of(**hparams)
         with pytest.raises(ConfigError) as error:
             pretraining.initialize_from(state.model, str(path), state.optimizer)
         assert int(state.optimizer.iterations) == 0
@@ -684,7 +684,7 @@ def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(
 
     # A release: weights and a step, no slots (as Google's are reported to be).
     message = refused(release)
-    n = len(state_of(data_dir).model.trainable_variables)
+    n = len(state_of().model.trainable_variables)
     assert message.startswith(f"hparam 'init_optimizer_state': {release}/model.ckpt-1000 holds "
                               f"no Adam slots for {n} of the {n} variables this run trains "
                               "(e.g. electra/embeddings/")
@@ -698,7 +698,7 @@ def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(
     # Not TF1, or TF1 without a step.
     keras_dir = tmp_path / "keras"
     keras_dir.mkdir()
-    state = state_of(data_dir)
+    state = state_of()
     state.model.discriminator_model().save(keras_dir / "discriminator.keras")
     assert refused(keras_dir).startswith(
         f"hparam 'init_optimizer_state': init_checkpoint {keras_dir}/discriminator.keras is a "

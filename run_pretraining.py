@@ -197,9 +197,6 @@ def train_or_eval(config, strategy) -> dict[str, float]:
         return _evaluate(config, strategy, state, checkpointer, files)
     if checkpointer.restored and saved is not None:
         _record_changes(config, saved, step)
-    if chief:
-        write_atomically(saved_path, config.to_json())
-        print(f"config: {saved_path}", flush=True)
     if not checkpointer.restored and config.init_checkpoint:
         for line in pretraining.initialize_from(
                 state.model, config.init_checkpoint,
@@ -212,6 +209,10 @@ def train_or_eval(config, strategy) -> dict[str, float]:
                 f"at step {start}: nothing would train. With init_optimizer_state the steps "
                 f"count on from the checkpoint's, as in the original: {start + 10000} trains "
                 "10,000 more")
+    # Written only once the run is known to train, so a refused one leaves no config behind.
+    if chief:
+        write_atomically(saved_path, config.to_json())
+        print(f"config: {saved_path}", flush=True)
 
     input_ = host_calls.Batches(
         strategy, lambda batch, context, start: data.pretraining_dataset(

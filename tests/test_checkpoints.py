@@ -632,6 +632,10 @@ def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
             "electra/embeddings/word_embeddings/adam_v", "generator_predictions/output_bias/adam_m",
             "discriminator_predictions/dense/bias/adam_m"} <= set(stored)
     assert ("generator/embeddings/word_embeddings/adam_m" in stored) == (sharing == "untied")
+    # The weights' reader leaves the slots on disk: only the optimizer reads them.
+    read = tf1_checkpoint.read_tf1_checkpoint(prefix)
+    assert "global_step" in read and not any(name.endswith(("/adam_m", "/adam_v"))
+                                             for name in read)
 
     state = pretraining.create_state(config, pretraining.SpecialIds(),
                                      tf.distribute.get_strategy())
@@ -717,6 +721,8 @@ def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(
         "hparam 'num_train_steps' is 1000, but init_checkpoint is at step 1000: nothing would "
         "train. With init_optimizer_state the steps count on from the checkpoint's, as in the "
         "original: 11000 trains 10,000 more")
+    # Refused before anything is written: a corrected rerun starts clean.
+    assert not (data_dir / "models" / "cont" / "pretrain_config.json").exists()
 
 
 def test_the_hparam_modules_import_no_checkpoints_and_read_init_checkpoint_through_them():

@@ -196,6 +196,9 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     if config.do_eval:
         return _evaluate(config, strategy, state, checkpointer, files)
     if checkpointer.restored and saved is not None:
+        config, notes = config_lib.as_started(config, saved, step)
+        for line in notes:
+            print(line, flush=True)
         _record_changes(config, saved, step)
     if not checkpointer.restored and config.init_checkpoint:
         for line in pretraining.initialize_from(

@@ -267,6 +267,18 @@ def test_pretraining_continues_from_a_tf1_release(data_dir, tmp_path, with_gener
     for name, var in checkpoint_names.model_variables(disc).items():
         np.testing.assert_array_equal(
             checkpoint_names.model_variables(exported.discriminator)[name].numpy(), var.numpy())
+    if not with_generator:
+        return
+    # Resumed without restating init_checkpoint, the run still records where it started.
+    result = run_script("run_pretraining.py", f"--data_dir={data_dir}", "--model_name=cont",
+                        f"--hparams={json.dumps({**TINY_MODEL, 'num_train_steps': 2})}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "restored step 1" in result.stdout and "initialised" not in result.stdout
+    run_dir = data_dir / "models" / "cont"
+    saved = json.loads((run_dir / "pretrain_config.json").read_text())
+    assert saved["init_checkpoint"] == os.path.dirname(prefix)
+    assert json.loads((run_dir / "hparam_changes.json").read_text()) == [
+        {"step": 1, "changed": {"num_train_steps": [1, 2]}}]
 
 
 def test_finetuning_starts_from_a_tf1_checkpoint_and_a_hf_directory(tmp_path):

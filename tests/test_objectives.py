@@ -411,6 +411,13 @@ def test_resuming_checks_the_new_shape_hparams():
     legacy = {k: v for k, v in saved.items()
               if k not in ("objective", "training_algorithm", "embedding_sharing")}
     check_resumable(tiny_config(), legacy, "here")
+    # The same sizes spelled out in full, as a run started from init_checkpoint saves them.
+    written_out = {**saved, "model_hparam_overrides": tiny_config().bert_config()}
+    check_resumable(tiny_config(), written_out, "here")
+    wider = {**written_out, "model_hparam_overrides": {**written_out["model_hparam_overrides"],
+                                                       "intermediate_size": 128}}
+    with pytest.raises(ConfigError, match="model_hparam_overrides: .*'intermediate_size': 128"):
+        check_resumable(tiny_config(), wider, "here")
     with pytest.raises(ConfigError, match="objective: 'electra' there, 'electra_15' now"):
         check_resumable(tiny_config(objective="electra_15"), saved, "here")
     with pytest.raises(ConfigError, match="resume it with num_train_steps 4"):

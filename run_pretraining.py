@@ -212,7 +212,7 @@ def train_or_eval(config, strategy) -> dict[str, float]:
                 f"at step {start}: nothing would train. With init_optimizer_state the steps "
                 f"count on from the checkpoint's, as in the original: {start + 10000} trains "
                 "10,000 more")
-    # Written only once the run is known to train, so a refused one leaves no config behind.
+    # Written once init_checkpoint is taken, so a run refused for it leaves no config behind.
     if chief:
         write_atomically(saved_path, config.to_json())
         print(f"config: {saved_path}", flush=True)

@@ -630,6 +630,18 @@ def _trained_run_in_tf1(data_dir, directory, **hparams):
     return trained, config, prefix
 
 
+def test_the_weights_reader_leaves_every_optimizer_slot_on_disk(tmp_path):
+    """The original's AdamWeightDecayOptimizer slots and a stock tf.compat.v1 Adam's are not
+    weights: read_tf1_checkpoint leaves them (only init_optimizer_state reads slots)."""
+    stored = {"electra/x": 1.0, "electra/x/adam_m": 2.0, "electra/x/adam_v": 3.0,
+              "electra/x/Adam": 4.0, "electra/x/Adam_1": 5.0, "beta1_power": 0.9,
+              "beta2_power": 0.99, "global_step": 7.0}
+    prefix = str(tmp_path / "model.ckpt-7")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=list(stored), shape_and_slices=[""] * 8,
+                      tensors=[tf.constant(v) for v in stored.values()])
+    assert tf1_checkpoint.read_tf1_checkpoint(prefix) == {"electra/x": 1.0, "global_step": 7.0}
+
+
 @pytest.mark.parametrize("sharing", ["tied", "untied"])
 def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
         data_dir, tmp_path, sharing):

@@ -196,10 +196,10 @@ def train_or_eval(config, strategy) -> dict[str, float]:
     if config.do_eval:
         return _evaluate(config, strategy, state, checkpointer, files)
     if checkpointer.restored and saved is not None:
+        config, notes = config_lib.as_started(config, saved, step)
+        for line in notes:
+            print(line, flush=True)
         _record_changes(config, saved, step)
-    if chief:
-        write_atomically(saved_path, config.to_json())
-        print(f"config: {saved_path}", flush=True)
     if not checkpointer.restored and config.init_checkpoint:
         for line in pretraining.initialize_from(
                 state.model, config.init_checkpoint,
@@ -212,6 +212,10 @@ def train_or_eval(config, strategy) -> dict[str, float]:
                 f"at step {start}: nothing would train. With init_optimizer_state the steps "
                 f"count on from the checkpoint's, as in the original: {start + 10000} trains "
                 "10,000 more")
+    # Written once init_checkpoint is taken, so a run refused for it leaves no config behind.
+    if chief:
+        write_atomically(saved_path, config.to_json())
+        print(f"config: {saved_path}", flush=True)
 
     input_ = host_calls.Batches(
         strategy, lambda batch, context, start: data.pretraining_dataset(

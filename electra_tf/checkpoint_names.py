@@ -26,8 +26,10 @@ import numpy as np
 
 from electra_tf import modeling
 
-# Not model weights: the original's optimizer state and step counter.
-_TF1_EXTRAS = re.compile(r"(/adam_[mv]$|^global_step$|/Adam(_1)?$|^beta[12]_power$)")
+# Not model weights: the original's optimizer state (AdamWeightDecayOptimizer's slots; a stock
+# tf.compat.v1 Adam's) and its step counter.
+OPTIMIZER_STATE = re.compile(r"(/adam_[mv]$|/Adam(_1)?$|^beta[12]_power$)")
+_TF1_EXTRAS = re.compile(rf"({OPTIMIZER_STATE.pattern}|^global_step$)")
 
 
 # ------------------------------------------------------------------------ the canonical names

@@ -234,6 +234,10 @@ SHAPE_KEYS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_s
               "generator_hidden_size", "generator_layers", "untied_generator",
               "uniform_generator", "two_tower_generator", "debug", "objective",
               "training_algorithm", "embedding_sharing")
+# Those of SHAPE_KEYS that spell the networks' sizes: one model has several spellings (a
+# preset; every size written out, as a run started from init_checkpoint saves them).
+_SIZE_SPELLINGS = ("model_size", "model_hparam_overrides", "embedding_size",
+                   "generator_hidden_size", "generator_layers")
 # The original's spellings of our settings (PretrainingConfig.SPELLINGS): taken at the edge,
 # by original_spellings, and never read inside.
 _SPELLINGS_OF = {"objective": ("electra_objective", "electric_objective"),
@@ -277,32 +281,73 @@ def original_spellings(hparams: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_resumable(config: PretrainingConfig, saved: dict[str, Any], where: str) -> None:
-    """Fails naming every shape-deciding hparam that differs from the run saved in `where`."""
+    """Fails, naming each difference, unless `config` builds the variables of the run saved in
+    `where`: the sizes both resolve to (however spelled) and the other shape-deciding hparams."""
     def shape(c: dict[str, Any]) -> dict[str, Any]:
         # A run saved before training_algorithm, objective or embedding_sharing existed.
         c = original_spellings({"training_algorithm": "joint", **c})
-        return {"bert": saved_config(c).bert_config(), **{k: c.get(k) for k in SHAPE_KEYS}}
+        resolved = saved_config(c)
+        return {**{f"discriminator {k}": v for k, v in resolved.bert_config().items()},
+                **{f"generator {k}": v for k, v in resolved.generator_bert_config().items()},
+                "embedding_size": resolved.resolved_embedding_size(),
+                **{k: c.get(k) for k in SHAPE_KEYS if k not in _SIZE_SPELLINGS}}
 
-    ours, theirs = shape(config.to_dict()), shape(saved)
-    differ = [k for k in SHAPE_KEYS if ours[k] != theirs[k]]
     if config.training_algorithm == "two_stage" and \
             saved.get("num_train_steps") != config.num_train_steps:
         raise ConfigError(f"{where} holds a two_stage run of {saved.get('num_train_steps')} "
                           f"steps, switching networks half way; resume it with num_train_steps "
                           f"{saved.get('num_train_steps')} (now {config.num_train_steps})")
-    if ours["bert"] != theirs["bert"] and not differ:
-        differ = ["model_size"]
+    ours, theirs = shape(config.to_dict()), shape(saved)
+    differ = [k for k in theirs if ours.get(k) != theirs[k]]
     if differ:
-        details = ", ".join(f"{k}: {theirs[k]!r} there, {ours[k]!r} now" for k in differ)
+        details = ", ".join(f"{k}: {theirs[k]!r} there, {ours.get(k)!r} now" for k in differ)
         raise ConfigError(f"{where} holds a run with other model shapes ({details}); the "
                           "checkpoints cannot resume with these hparams. Use the saved values "
                           "or a new --model_name")
 
 
+# Act only when a run starts from step 0: not read when it resumes (from_hparams, as_started),
+# and not taken from a saved run, whose init_checkpoint may since have moved.
+START_ONLY = ("init_checkpoint", "init_optimizer_state")
 # Never taken from a saved run (saved_hparams): whether this command trains or evaluates, where
-# its outputs go, and init_checkpoint and init_optimizer_state, which only start a run.
-_NOT_INHERITED = ("do_train", "do_eval", "init_checkpoint", "init_optimizer_state", "model_dir",
-                  "results_txt", "results_pkl")
+# its outputs go, and the start-only hparams.
+_NOT_INHERITED = ("do_train", "do_eval", *START_ONLY, "model_dir", "results_txt", "results_pkl")
+
+
+def as_started(config: PretrainingConfig, saved: dict[str, Any],
+               step: int) -> tuple[PretrainingConfig, list[str]]:
+    """`config` of a run resumed at `step` from its own checkpoint (`saved`, its
+    pretrain_config.json, which check_resumable found to be of the same shapes) as the run
+    started: the start-only hparams it started with, so that its record keeps where it came
+    from, and its sizes as it spelled them, so that the record changes only in what this
+    command changes. Also a line for each start-only hparam given otherwise: unused."""
+    defaults = {f.name: f.default for f in dataclasses.fields(PretrainingConfig)}
+    kept = {k: saved[k] for k in _SIZE_SPELLINGS if k in saved}
+    notes = []
+    for key in START_ONLY:
+        given, started = getattr(config, key), saved.get(key, defaults[key])
+        if given == started or not (given or started):  # "" and None: no init_checkpoint
+            continue
+        kept[key] = started
+        if given:
+            notes.append(f"hparam {key!r} is {given!r}, but it only starts a run: this one "
+                         f"resumes at step {step} from its own checkpoint, " +
+                         (f"and keeps the {started!r} it started with" if started
+                          else f"and started without {key}"))
+    return dataclasses.replace(config, **kept), notes
+
+
+def _saved_run(model_dir: str) -> dict[str, Any] | None:
+    """pretrain_config.json of the run whose checkpoints are in model_dir; None without a
+    checkpoint or a readable file (run_pretraining.py says it is damaged)."""
+    if not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*")):
+        return None
+    try:
+        with tf.io.gfile.GFile(os.path.join(model_dir, "pretrain_config.json")) as f:
+            saved = json.load(f)
+    except (tf.errors.NotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return saved if isinstance(saved, dict) else None
 
 
 def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
@@ -310,15 +355,8 @@ def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
     pretrain_config.json), so that resuming or evaluating a run needs only what changes. File
     locations the saved run derived from its data_dir are derived anew (the data may have
     moved); those it was given are taken. Empty without a checkpoint or a readable file."""
-    path = os.path.join(model_dir, "pretrain_config.json")
-    if not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*")):
-        return {}
-    try:
-        with tf.io.gfile.GFile(path) as f:
-            saved = json.load(f)
-    except (tf.errors.NotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return {}  # run_pretraining.py says it is damaged; check_resumable then has no record
-    if not isinstance(saved, dict):
+    saved = _saved_run(model_dir)
+    if saved is None:
         return {}
     given = set(user)
     for setting, spellings in _SPELLINGS_OF.items():  # one spelling given takes none saved
@@ -501,7 +539,9 @@ def from_hparams(model_name: str, data_dir: str,
     user = {**saved_hparams(model_dir, user), **user}
     config = PretrainingConfig(model_name=model_name, data_dir=data_dir)
     update(config, {k: v for k, v in user.items() if k in ("model_size", "init_checkpoint")})
-    architecture = pretrained_architecture(config, user, config.init_checkpoint)
+    # A resumed run has its sizes from its saved config, and does not read init_checkpoint.
+    architecture = (None if _saved_run(model_dir) is not None
+                    else pretrained_architecture(config, user, config.init_checkpoint))
     if architecture is not None and "model_size" not in user:
         config.model_size = preset_size(architecture.discriminator, config.model_size)
     size_defaults = preset(config.model_size)

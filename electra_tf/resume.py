@@ -248,8 +248,9 @@ class Checkpointer(tf.train.CheckpointManager):
         path, or None when model_dir holds none."""
         listed, on_disk = self._listed(), self._on_disk()
         foreign = [p for p in listed if p not in on_disk and tf.io.gfile.exists(p + ".index")]
-        foreign = foreign or [p[:-len(".index")] for p in sorted(tf.io.gfile.glob(
-            os.path.join(self._directory, "*.index"))) if _step_of(p[:-len(".index")]) < 0]
+        indexed = [p[:-len(".index")] for p in
+                   sorted(tf.io.gfile.glob(os.path.join(self._directory, "*.index")))]
+        foreign = foreign or [p for p in indexed if _step_of(p) < 0]
         if foreign and not on_disk:
             raise CheckpointError(
                 f"{self._directory} holds {os.path.basename(foreign[-1])}, a checkpoint in "

@@ -32,9 +32,12 @@ def tf1_checkpoint_prefix(path: str) -> str | None:
 
 
 def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
-    """{name: array} of a name-based (TF1 Saver) checkpoint; no TF1 graph needed."""
+    """{name: array} of a name-based (TF1 Saver) checkpoint's weights and global_step; no TF1
+    graph needed. Optimizer slots are left on disk (twice the weights' size): only
+    init_optimizer_state reads them, by name."""
     reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not checkpoint_names.OPTIMIZER_STATE.search(name)}
 
 
 def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,

@@ -267,6 +267,18 @@ def test_pretraining_continues_from_a_tf1_release(data_dir, tmp_path, with_gener
     for name, var in checkpoint_names.model_variables(disc).items():
         np.testing.assert_array_equal(
             checkpoint_names.model_variables(exported.discriminator)[name].numpy(), var.numpy())
+    if not with_generator:
+        return
+    # Resumed without restating init_checkpoint, the run still records where it started.
+    result = run_script("run_pretraining.py", f"--data_dir={data_dir}", "--model_name=cont",
+                        f"--hparams={json.dumps({**TINY_MODEL, 'num_train_steps': 2})}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "restored step 1" in result.stdout and "initialised" not in result.stdout
+    run_dir = data_dir / "models" / "cont"
+    saved = json.loads((run_dir / "pretrain_config.json").read_text())
+    assert saved["init_checkpoint"] == os.path.dirname(prefix)
+    assert json.loads((run_dir / "hparam_changes.json").read_text()) == [
+        {"step": 1, "changed": {"num_train_steps": [1, 2]}}]
 
 
 def test_finetuning_starts_from_a_tf1_checkpoint_and_a_hf_directory(tmp_path):
@@ -618,6 +630,18 @@ def _trained_run_in_tf1(data_dir, directory, **hparams):
     return trained, config, prefix
 
 
+def test_the_weights_reader_leaves_every_optimizer_slot_on_disk(tmp_path):
+    """The original's AdamWeightDecayOptimizer slots and a stock tf.compat.v1 Adam's are not
+    weights: read_tf1_checkpoint leaves them (only init_optimizer_state reads slots)."""
+    stored = {"electra/x": 1.0, "electra/x/adam_m": 2.0, "electra/x/adam_v": 3.0,
+              "electra/x/Adam": 4.0, "electra/x/Adam_1": 5.0, "beta1_power": 0.9,
+              "beta2_power": 0.99, "global_step": 7.0}
+    prefix = str(tmp_path / "model.ckpt-7")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=list(stored), shape_and_slices=[""] * 8,
+                      tensors=[tf.constant(v) for v in stored.values()])
+    assert tf1_checkpoint.read_tf1_checkpoint(prefix) == {"electra/x": 1.0, "global_step": 7.0}
+
+
 @pytest.mark.parametrize("sharing", ["tied", "untied"])
 def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
         data_dir, tmp_path, sharing):
@@ -632,6 +656,10 @@ def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
             "electra/embeddings/word_embeddings/adam_v", "generator_predictions/output_bias/adam_m",
             "discriminator_predictions/dense/bias/adam_m"} <= set(stored)
     assert ("generator/embeddings/word_embeddings/adam_m" in stored) == (sharing == "untied")
+    # The weights' reader leaves the slots on disk: only the optimizer reads them.
+    read = tf1_checkpoint.read_tf1_checkpoint(prefix)
+    assert "global_step" in read and not any(name.endswith(("/adam_m", "/adam_v"))
+                                             for name in read)
 
     state = pretraining.create_state(config, pretraining.SpecialIds(),
                                      tf.distribute.get_strategy())
@@ -717,6 +745,8 @@ def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(
         "hparam 'num_train_steps' is 1000, but init_checkpoint is at step 1000: nothing would "
         "train. With init_optimizer_state the steps count on from the checkpoint's, as in the "
         "original: 11000 trains 10,000 more")
+    # Refused before anything is written: a corrected rerun starts clean.
+    assert not (data_dir / "models" / "cont" / "pretrain_config.json").exists()
 
 
 def test_the_hparam_modules_import_no_checkpoints_and_read_init_checkpoint_through_them():

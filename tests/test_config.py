@@ -130,6 +130,33 @@ def test_config_round_trips_through_json():
     assert json.loads(c.to_json())["model_hparam_overrides"]["hidden_size"] == 32
 
 
+def test_a_resumed_run_keeps_the_start_only_hparams_it_started_with():
+    """init_checkpoint and init_optimizer_state act only at step 0: a rerun that omits them or
+    gives others records the values the run started from, and says so when they were given.
+    The sizes keep the run's spelling (here every size written out, as a run started from
+    init_checkpoint saves them)."""
+    import dataclasses
+    plain = config.from_hparams("m", "/data", {"num_train_steps": 2000})
+    saved = {**json.loads(plain.to_json()), "num_train_steps": 1000,
+             "model_hparam_overrides": plain.bert_config(),
+             "init_checkpoint": "/releases/electra_small", "init_optimizer_state": True}
+    kept, notes = config.as_started(plain, saved, 40)
+    assert (kept.init_checkpoint, kept.init_optimizer_state, kept.num_train_steps) == (
+        "/releases/electra_small", True, 2000)
+    assert kept.model_hparam_overrides == plain.bert_config() != plain.model_hparam_overrides
+    assert kept.bert_config() == plain.bert_config()
+    assert notes == []
+    other = dataclasses.replace(plain, init_checkpoint="/elsewhere")
+    kept, notes = config.as_started(other, saved, 40)
+    assert kept.init_checkpoint == "/releases/electra_small" and kept.init_optimizer_state
+    assert notes == ["hparam 'init_checkpoint' is '/elsewhere', but it only starts a run: this "
+                     "one resumes at step 40 from its own checkpoint, and keeps the "
+                     "'/releases/electra_small' it started with"]
+    # A run started afresh stays one: a later init_checkpoint is said unused.
+    kept, notes = config.as_started(other, json.loads(plain.to_json()), 40)
+    assert kept.init_checkpoint is None and len(notes) == 1
+
+
 def test_fine_tuning_hparams_point_to_their_own_reference():
     from electra_tf.finetuning import config as finetuning_config
     with pytest.raises(ConfigError, match=r"unknown hparam 'learning_rat' \(did you mean "

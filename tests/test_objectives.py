@@ -411,6 +411,26 @@ def test_resuming_checks_the_new_shape_hparams():
     legacy = {k: v for k, v in saved.items()
               if k not in ("objective", "training_algorithm", "embedding_sharing")}
     check_resumable(tiny_config(), legacy, "here")
+    # The same sizes spelled out in full, as a run started from init_checkpoint saves them.
+    written_out = {**saved, "model_hparam_overrides": tiny_config().bert_config()}
+    check_resumable(tiny_config(), written_out, "here")
+    wider = {**written_out, "model_hparam_overrides": {**written_out["model_hparam_overrides"],
+                                                       "intermediate_size": 128}}
+    with pytest.raises(ConfigError, match=r"\(discriminator intermediate_size: 128 there, 64 "
+                                          r"now\)"):
+        check_resumable(tiny_config(), wider, "here")
+    # The generator's own size decides its variables; with untied_generator false the
+    # generator is the discriminator's size, whatever the fractions say.
+    with pytest.raises(ConfigError, match=r"\(generator hidden_size: 8 there, 16 now, "
+                                          "generator intermediate_size: 32 there, 64 now\)"):
+        check_resumable(tiny_config(generator_hidden_size=0.5), saved, "here")
+    with pytest.raises(ConfigError, match="generator num_hidden_layers: 2 there, 1 now"):
+        check_resumable(tiny_config(generator_layers=0.5), saved, "here")
+    shared = tiny_config(untied_generator=False).to_dict()
+    check_resumable(tiny_config(untied_generator=False, generator_hidden_size=0.5), shared, "h")
+    # No embedding_size is the hidden size.
+    check_resumable(tiny_config(embedding_size=None),
+                    tiny_config(embedding_size=32).to_dict(), "here")
     with pytest.raises(ConfigError, match="objective: 'electra' there, 'electra_15' now"):
         check_resumable(tiny_config(objective="electra_15"), saved, "here")
     with pytest.raises(ConfigError, match="resume it with num_train_steps 4"):

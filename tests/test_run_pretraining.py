@@ -87,15 +87,18 @@ def test_train_writes_checkpoints_events_and_models_then_resumes(data_dir):
 
     # The same command with more steps resumes from step 4, optimizer state and all; the
     # changed hparams are logged and recorded. It probes a tagging task: the pos task's files
-    # from the shipped Brown slice.
+    # from the shipped Brown slice. An init_checkpoint only starts a run: this one is not read.
     pos.write_task_files(str(TEST_DATA / "brown_tagged"),
                          str(data_dir / "finetuning_data" / "pos"), train_sentences=100)
     probe = {"probe_task": str(data_dir / "finetuning_data" / "pos"), "probe_steps": 2}
     out = _check(run_script("run_pretraining.py", "--data_dir", str(data_dir), "--model_name",
                             "tiny", "--hparams", _hparams(num_train_steps=6,
                                                           iterations_per_loop=2,
-                                                          save_checkpoints_steps=2, **probe)))
+                                                          save_checkpoints_steps=2,
+                                                          init_checkpoint="/moved", **probe)))
     assert f"restored step 4 from {model_dir / 'ckpt-4'}" in out
+    assert ("hparam 'init_checkpoint' is '/moved', but it only starts a run: this one resumes "
+            "at step 4 from its own checkpoint, and started without init_checkpoint") in out
     assert "restored the input position" in out
     assert "step 2/6" not in out and "step 6/6" in out
     assert "resuming at step 4 with changed hparams: num_train_steps 4 -> 6" in out

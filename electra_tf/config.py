@@ -350,12 +350,11 @@ def _saved_run(model_dir: str) -> dict[str, Any] | None:
     return saved if isinstance(saved, dict) else None
 
 
-def saved_hparams(model_dir: str, user: dict[str, Any]) -> dict[str, Any]:
-    """The hparams the user did not give, from the run whose checkpoints are in model_dir (its
-    pretrain_config.json), so that resuming or evaluating a run needs only what changes. File
-    locations the saved run derived from its data_dir are derived anew (the data may have
-    moved); those it was given are taken. Empty without a checkpoint or a readable file."""
-    saved = _saved_run(model_dir)
+def saved_hparams(saved: dict[str, Any] | None, user: dict[str, Any]) -> dict[str, Any]:
+    """The hparams the user did not give, from the saved run (_saved_run), so that resuming or
+    evaluating a run needs only what changes. File locations the saved run derived from its
+    data_dir are derived anew (the data may have moved); those it was given are taken. Empty
+    without a saved run."""
     if saved is None:
         return {}
     given = set(user)
@@ -536,11 +535,12 @@ def from_hparams(model_name: str, data_dir: str,
         raise ConfigError("--data_dir is required (holds pretrain_tfrecords/, vocab.txt, models/)")
     user = load_hparams(hparams)
     model_dir = user.get("model_dir") or os.path.join(data_dir, "models", model_name)
-    user = {**saved_hparams(model_dir, user), **user}
+    saved = _saved_run(model_dir)
+    user = {**saved_hparams(saved, user), **user}
     config = PretrainingConfig(model_name=model_name, data_dir=data_dir)
     update(config, {k: v for k, v in user.items() if k in ("model_size", "init_checkpoint")})
     # A resumed run has its sizes from its saved config, and does not read init_checkpoint.
-    architecture = (None if _saved_run(model_dir) is not None
+    architecture = (None if saved is not None
                     else pretrained_architecture(config, user, config.init_checkpoint))
     if architecture is not None and "model_size" not in user:
         config.model_size = preset_size(architecture.discriminator, config.model_size)

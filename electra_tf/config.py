@@ -105,6 +105,9 @@ class PretrainingConfig(TpuHparams):
     save_checkpoints_steps: int = 1000
     num_train_steps: int = 1000000
     num_eval_steps: int = 100
+    # disc_auc's thresholds: the original's tf.metrics.auc has 200, a poor estimate when the
+    # probabilities cluster; more give a finer one (ours)
+    auc_num_thresholds: int = 200
     keep_checkpoint_max: int = 5  # 0 or None keeps all
     log_steps: int = 0  # ours: console/TensorBoard interval; 0 means every iterations_per_loop
     log_seconds: float = 30.0  # ours: a console progress line at least this often
@@ -429,6 +432,8 @@ def validate(c: PretrainingConfig) -> None:
             f"must be at least 1, got {c.nonfinite_patience}")
     require(c.learning_rate > 0, "learning_rate", "must be > 0")
     require(c.probe_steps >= 0, "probe_steps", f"must be >= 0, got {c.probe_steps}")
+    require(c.auc_num_thresholds >= 2, "auc_num_thresholds",
+            f"must be at least 2, got {c.auc_num_thresholds}")
     require(c.probe_examples >= 2, "probe_examples",
             f"must be at least 2, got {c.probe_examples}")
     require(not c.probe_task or tf.io.gfile.isdir(c.probe_task), "probe_task",

@@ -315,6 +315,8 @@ START_ONLY = ("init_checkpoint", "init_optimizer_state")
 # Never taken from a saved run (saved_hparams): whether this command trains or evaluates, where
 # its outputs go, and the start-only hparams.
 _NOT_INHERITED = ("do_train", "do_eval", *START_ONLY, "model_dir", "results_txt", "results_pkl")
+# What a run saved before the hparam existed did: disc_auc was counted at 1,000 thresholds.
+_BEFORE_THE_HPARAM = {"auc_num_thresholds": 1000}
 
 
 def as_started(config: PretrainingConfig, saved: dict[str, Any],
@@ -356,8 +358,8 @@ def _saved_run(model_dir: str) -> dict[str, Any] | None:
 def saved_hparams(saved: dict[str, Any] | None, user: dict[str, Any]) -> dict[str, Any]:
     """The hparams the user did not give, from the saved run (_saved_run), so that resuming or
     evaluating a run needs only what changes. File locations the saved run derived from its
-    data_dir are derived anew (the data may have moved); those it was given are taken. Empty
-    without a saved run."""
+    data_dir are derived anew (the data may have moved); those it was given are taken; an
+    hparam newer than the run, what the run did without it. Empty without a saved run."""
     if saved is None:
         return {}
     given = set(user)
@@ -369,7 +371,7 @@ def saved_hparams(saved: dict[str, Any] | None, user: dict[str, Any]) -> dict[st
                                                   "pretrain_data.tfrecord*"),
                "vocab_file": os.path.join(saved_dir, "vocab.txt"),
                "eval_tfrecords": saved.get("pretrain_tfrecords")}
-    return {key: value for key, value in saved.items()
+    return {key: value for key, value in {**_BEFORE_THE_HPARAM, **saved}.items()
             if key in valid_keys(PretrainingConfig) and key not in given
             and key not in _NOT_INHERITED and (key not in derived or value != derived[key])}
 

@@ -36,7 +36,8 @@ class Generated:
     logits: tf.Tensor  # [B, N, V] float32 at the masked positions
     loss: tf.Tensor  # scalar: the generator's own (maximum-likelihood) loss
     # [B, N] cross-entropy of `logits` at each draw's original token (the original's
-    # mlm_output.per_example_loss): evaluation's masked_lm_loss pools these over the draws.
+    # mlm_output.per_example_loss): evaluation's masked_lm_loss pools these over the weighted
+    # draws.
     draw_losses: tf.Tensor
     hidden: tf.Tensor | None = None  # [B, N, H] its encoder's output at the masked positions
     cloze_logits: tf.Tensor | None = None  # [B, L, V] at every position (Electric)

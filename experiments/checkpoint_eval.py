@@ -2,13 +2,11 @@
 appended to a JSON Lines file as one record.
 
   python experiments/checkpoint_eval.py --data_dir DATA_DIR --model_name NAME
-      [--num_eval_steps 100] [--auc_num_thresholds N] \
-      --results experiments/results/LADDER/eval.jsonl
+      [--num_eval_steps 100] --results experiments/results/LADDER/eval.jsonl
 
 DATA_DIR is a local directory. run_pretraining.py takes every hparam the command does not give
 from the run's own pretrain_config.json, so this gives only do_train false, do_eval true,
-num_eval_steps and a results file of its own (do_eval writes nothing into the run's directory),
-and disc_auc's thresholds when asked (the records of runs counted at other thresholds).
+num_eval_steps and a results file of its own (do_eval writes nothing into the run's directory).
 The metrics are those of the run's objective over num_eval_steps
 batches of its eval_tfrecords (the training files unless the run set others) with dropout off,
 where the training logs them with dropout on. That is how the softmax of All-Tokens MLM was
@@ -82,18 +80,14 @@ def under(data_dir: str, patterns: str) -> str:
 
 
 def evaluate(data_dir: str, model_name: str, num_eval_steps: int, log_path: str,
-             deadline: float | None = None,
-             auc_num_thresholds: int | None = None) -> dict[str, Any]:
+             deadline: float | None = None) -> dict[str, Any]:
     """Runs do_eval on the model's latest checkpoint; returns the record. data_dir is local
     and absolute (run_pretraining.py runs in the repository). At `deadline` (a time.time())
-    the evaluation is stopped and efficiency.Stopped raised, nothing recorded.
-    auc_num_thresholds: disc_auc's, when not the run's own."""
+    the evaluation is stopped and efficiency.Stopped raised, nothing recorded."""
     with tempfile.TemporaryDirectory() as scratch:
         results_txt = os.path.join(scratch, "results.txt")
         hparams = {"do_train": False, "do_eval": True, "num_eval_steps": num_eval_steps,
                    "results_txt": results_txt, "results_pkl": os.path.join(scratch, "r.pkl")}
-        if auc_num_thresholds is not None:
-            hparams["auc_num_thresholds"] = auc_num_thresholds
         usage = efficiency.run_logged(
             [sys.executable, "run_pretraining.py", "--data_dir", data_dir, "--model_name",
              model_name, "--hparams", json.dumps(hparams)], log_path, deadline)
@@ -124,8 +118,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the pretraining run under DATA_DIR/models")
     parser.add_argument("--num_eval_steps", type=int, default=100,
                         help="batches evaluated (of the run's eval_batch_size)")
-    parser.add_argument("--auc_num_thresholds", type=int, default=None,
-                        help="disc_auc's thresholds (default: the run's own hparam)")
     parser.add_argument("--results", required=True, help="the JSON Lines file appended to")
     parser.add_argument("--log", default=None,
                         help="run_pretraining.py's output (default: eval.log in the run's "
@@ -134,8 +126,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.data_dir = os.path.abspath(args.data_dir)  # the run starts in the repository
     if args.num_eval_steps < 1:
         parser.error(f"--num_eval_steps must be at least 1, got {args.num_eval_steps}")
-    if args.auc_num_thresholds is not None and args.auc_num_thresholds < 2:
-        parser.error(f"--auc_num_thresholds must be at least 2, got {args.auc_num_thresholds}")
     model_dir = os.path.join(args.data_dir, "models", args.model_name)
     if not os.path.isfile(os.path.join(model_dir, "pretrain_config.json")):
         parser.error(f"--model_name: {model_dir} holds no pretraining run (no "
@@ -147,8 +137,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     log_path = args.log or os.path.join(args.data_dir, "models", args.model_name, "eval.log")
     try:
-        record = evaluate(args.data_dir, args.model_name, args.num_eval_steps, log_path,
-                          auc_num_thresholds=args.auc_num_thresholds)
+        record = evaluate(args.data_dir, args.model_name, args.num_eval_steps, log_path)
     except NothingEvaluated as e:
         raise SystemExit(f"error: {e}") from None
     records.append(args.results, [record])

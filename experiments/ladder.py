@@ -547,7 +547,7 @@ def evaluate_checkpoint(sitting: Sitting, objective: str, steps: int, model: str
     try:
         record = checkpoint_eval.evaluate(sitting.data_dir, model, EVAL_BATCHES,
                                           os.path.join(sitting.out, "logs", f"eval_{model}.log"),
-                                          sitting.deadline, efficiency_plan.AUC_NUM_THRESHOLDS)
+                                          sitting.deadline)
     except checkpoint_eval.NothingEvaluated as e:
         log(f"{model} is not evaluated: {e}")
         return

@@ -39,18 +39,6 @@ def test_a_saved_run_is_evaluated_with_its_own_hparams_and_one_record_appended(d
     assert after == before
 
 
-def test_disc_auc_thresholds_can_be_other_than_the_runs(data_dir, tmp_path):
-    save_pretraining_run(data_dir, "tiny", tiny_config(data_dir, eval_batch_size=4), step=3)
-    results = tmp_path / "eval.jsonl"
-    for thresholds in ([], ["--auc_num_thresholds", "1000"]):
-        checkpoint_eval.main(["--data_dir", str(data_dir), "--model_name", "tiny",
-                              "--num_eval_steps", "2", "--results", str(results), *thresholds])
-    default, finer = records.read(str(results))
-    assert (default["auc_num_thresholds"], finer["auc_num_thresholds"]) == (200, 1000)
-    assert default["metrics"]["disc_loss"] == pytest.approx(finer["metrics"]["disc_loss"])
-    assert default["metrics"]["disc_auc"] != finer["metrics"]["disc_auc"]
-
-
 def test_files_shorter_than_a_batch_are_an_error_not_an_empty_record(data_dir, tmp_path):
     save_pretraining_run(data_dir, "tiny", tiny_config(data_dir, eval_batch_size=128), step=3)
     results = tmp_path / "eval.jsonl"
@@ -72,9 +60,7 @@ def test_the_log_names_the_evaluated_step_or_the_run_failed():
 def test_flags_are_checked_before_anything_runs(data_dir, capsys):
     for argv, named in ((["--model_name", "absent"], "absent holds no pretraining run"),
                         (["--model_name", "absent", "--num_eval_steps", "0"],
-                         "--num_eval_steps must be at least 1"),
-                        (["--model_name", "absent", "--auc_num_thresholds", "1"],
-                         "--auc_num_thresholds must be at least 2")):
+                         "--num_eval_steps must be at least 1")):
         with pytest.raises(SystemExit):
             checkpoint_eval.parse_args(["--data_dir", str(data_dir), "--results", "r.jsonl",
                                         *argv])

@@ -705,6 +705,7 @@ def test_init_optimizer_state_under_two_replicas(data_dir, tmp_path):
                               [t.numpy() for t in state.optimizer.moments(after)])
         assert np.abs(m1 - 0.9 * m0).max() <= 0.1 + 1e-6, after.path
         assert np.abs(v1 - 0.999 * v0).max() <= 0.001 + 1e-6, after.path
+        assert (m1 != m0).any(), after.path  # the step was taken, not skipped
 
 
 def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(

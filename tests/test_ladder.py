@@ -300,8 +300,8 @@ def test_a_rungs_checkpoint_is_evaluated_once_and_only_at_its_step(tmp_path, mon
     sitting = _sitting(tmp_path, deadline=4.0e9)  # far ahead: every run may start
     evaluated = []
 
-    def evaluate(data_dir, model, batches, log_path, deadline, auc_num_thresholds):
-        evaluated.append((model, batches, deadline, auc_num_thresholds))
+    def evaluate(data_dir, model, batches, log_path, deadline):
+        evaluated.append((model, batches, deadline))
         step = 8 if model == "electra_w1_9" else 9  # its checkpoint at 9 could not be read
         return {"model": model, "objective": "electra", "objective_hparam": "electra",
                 "step": step, "wall_seconds": 1.0}
@@ -317,8 +317,7 @@ def test_a_rungs_checkpoint_is_evaluated_once_and_only_at_its_step(tmp_path, mon
     ladder.evaluate_checkpoint(sitting, "electra", 9, "electra_9")
     ladder.evaluate_checkpoint(sitting, "electra", 12, "electra_12")
     ladder.evaluate_checkpoint(sitting, "mlm", 9, "mlm_9")
-    # At the thresholds every record of the experiments was counted with.
-    assert evaluated == [("electra_half_9", ladder.EVAL_BATCHES, sitting.deadline, 1000)]
+    assert evaluated == [("electra_half_9", ladder.EVAL_BATCHES, sitting.deadline)]
     # The record names the variant as the ladder's other records do, and the run's objective.
     record, = sitting.store.read("eval")
     assert (record["objective"], record["objective_hparam"]) == ("electra_half", "electra")

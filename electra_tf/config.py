@@ -105,6 +105,9 @@ class PretrainingConfig(TpuHparams):
     save_checkpoints_steps: int = 1000
     num_train_steps: int = 1000000
     num_eval_steps: int = 100
+    # disc_auc's thresholds: the original's tf.metrics.auc has 200, a poor estimate when the
+    # probabilities cluster; more give a finer one (ours)
+    auc_num_thresholds: int = 200
     keep_checkpoint_max: int = 5  # 0 or None keeps all
     log_steps: int = 0  # ours: console/TensorBoard interval; 0 means every iterations_per_loop
     log_seconds: float = 30.0  # ours: a console progress line at least this often
@@ -312,6 +315,8 @@ START_ONLY = ("init_checkpoint", "init_optimizer_state")
 # Never taken from a saved run (saved_hparams): whether this command trains or evaluates, where
 # its outputs go, and the start-only hparams.
 _NOT_INHERITED = ("do_train", "do_eval", *START_ONLY, "model_dir", "results_txt", "results_pkl")
+# What a run saved before the hparam existed did: disc_auc was counted at 1,000 thresholds.
+_BEFORE_THE_HPARAM = {"auc_num_thresholds": 1000}
 
 
 def as_started(config: PretrainingConfig, saved: dict[str, Any],
@@ -353,8 +358,8 @@ def _saved_run(model_dir: str) -> dict[str, Any] | None:
 def saved_hparams(saved: dict[str, Any] | None, user: dict[str, Any]) -> dict[str, Any]:
     """The hparams the user did not give, from the saved run (_saved_run), so that resuming or
     evaluating a run needs only what changes. File locations the saved run derived from its
-    data_dir are derived anew (the data may have moved); those it was given are taken. Empty
-    without a saved run."""
+    data_dir are derived anew (the data may have moved); those it was given are taken; an
+    hparam newer than the run, what the run did without it. Empty without a saved run."""
     if saved is None:
         return {}
     given = set(user)
@@ -366,7 +371,7 @@ def saved_hparams(saved: dict[str, Any] | None, user: dict[str, Any]) -> dict[st
                                                   "pretrain_data.tfrecord*"),
                "vocab_file": os.path.join(saved_dir, "vocab.txt"),
                "eval_tfrecords": saved.get("pretrain_tfrecords")}
-    return {key: value for key, value in saved.items()
+    return {key: value for key, value in {**_BEFORE_THE_HPARAM, **saved}.items()
             if key in valid_keys(PretrainingConfig) and key not in given
             and key not in _NOT_INHERITED and (key not in derived or value != derived[key])}
 
@@ -429,6 +434,8 @@ def validate(c: PretrainingConfig) -> None:
             f"must be at least 1, got {c.nonfinite_patience}")
     require(c.learning_rate > 0, "learning_rate", "must be > 0")
     require(c.probe_steps >= 0, "probe_steps", f"must be >= 0, got {c.probe_steps}")
+    require(c.auc_num_thresholds >= 2, "auc_num_thresholds",
+            f"must be at least 2, got {c.auc_num_thresholds}")
     require(c.probe_examples >= 2, "probe_examples",
             f"must be at least 2, got {c.probe_examples}")
     require(not c.probe_task or tf.io.gfile.isdir(c.probe_task), "probe_task",

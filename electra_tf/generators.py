@@ -26,8 +26,8 @@ import dataclasses
 import tensorflow as tf
 from keras import ops
 
-from electra_tf import modeling
-from electra_tf.masking import Batch, candidates_mask, softmax_loss
+from electra_tf import fused, modeling
+from electra_tf.masking import Batch, candidates_mask, weighted_mean
 
 
 @dataclasses.dataclass
@@ -35,6 +35,10 @@ class Generated:
     """A generator's output for one batch."""
     logits: tf.Tensor  # [B, N, V] float32 at the masked positions
     loss: tf.Tensor  # scalar: the generator's own (maximum-likelihood) loss
+    # [B, N] cross-entropy of `logits` at each draw's original token (the original's
+    # mlm_output.per_example_loss): evaluation's masked_lm_loss pools these over the weighted
+    # draws.
+    draw_losses: tf.Tensor
     hidden: tf.Tensor | None = None  # [B, N, H] its encoder's output at the masked positions
     cloze_logits: tf.Tensor | None = None  # [B, L, V] at every position (Electric)
 
@@ -82,8 +86,9 @@ class MaskedLMGenerator(Generator):
                               training=training)
         hidden = modeling.gather_positions(hidden, masked.masked_lm_positions)
         logits = self.head(hidden, self.encoder.embedding_table)
-        return Generated(logits, softmax_loss(logits, masked.masked_lm_ids,
-                                              masked.masked_lm_weights), hidden)
+        losses = fused.softmax_cross_entropy(logits, masked.masked_lm_ids)
+        return Generated(logits, weighted_mean(losses, masked.masked_lm_weights), losses,
+                         hidden)
 
     def model(self) -> modeling.ElectraGenerator:
         model = modeling.ElectraGenerator(self.encoder, self.head, name="electra_generator")
@@ -115,9 +120,11 @@ class TwoTowerGenerator(Generator):
         cloze_logits = self.head(hidden, self.encoder.embedding_table)
         weights = tf.cast(candidates_mask(batch.input_ids, batch.input_mask, self.special),
                           tf.float32)
-        return Generated(
-            modeling.gather_positions(cloze_logits, batch.masked.masked_lm_positions),
-            softmax_loss(cloze_logits, batch.input_ids, weights), cloze_logits=cloze_logits)
+        losses = fused.softmax_cross_entropy(cloze_logits, batch.input_ids)
+        positions = batch.masked.masked_lm_positions
+        return Generated(modeling.gather_positions(cloze_logits, positions),
+                         weighted_mean(losses, weights),
+                         modeling.gather_positions(losses, positions), cloze_logits=cloze_logits)
 
 
 class UniformGenerator(Generator):
@@ -134,8 +141,8 @@ class UniformGenerator(Generator):
     def __call__(self, batch: Batch, training) -> Generated:
         masked = batch.masked
         logits = tf.zeros(tf.concat([tf.shape(masked.masked_lm_ids), [self.vocab_size]], 0))
-        return Generated(logits, softmax_loss(logits, masked.masked_lm_ids,
-                                              masked.masked_lm_weights))
+        losses = fused.softmax_cross_entropy(logits, masked.masked_lm_ids)
+        return Generated(logits, weighted_mean(losses, masked.masked_lm_weights), losses)
 
 
 class ResidualEmbeddings(modeling.Embeddings):

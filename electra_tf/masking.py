@@ -149,10 +149,14 @@ def replace_tokens(input_ids, sampled, masked_lm_positions, all_replaced_are_fak
     return fake_ids, replaced, replaced * tf.cast(tf.not_equal(fake_ids, input_ids), tf.int32)
 
 
+def weighted_mean(values, weights):
+    """sum(weights * values) / sum(weights), 0 without weight (the original's 1e-6 guard)."""
+    return tf.reduce_sum(weights * values) / (tf.reduce_sum(weights) + 1e-6)
+
+
 def softmax_loss(logits, targets, weights):
     """Weighted mean token cross-entropy (the original's get_softmax_output)."""
-    label_losses = fused.softmax_cross_entropy(logits, targets)
-    return tf.reduce_sum(weights * label_losses) / (tf.reduce_sum(weights) + 1e-6)
+    return weighted_mean(fused.softmax_cross_entropy(logits, targets), weights)
 
 
 @dataclasses.dataclass

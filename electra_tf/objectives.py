@@ -70,18 +70,21 @@ class MetricRule(NamedTuple):
         return cls(lambda name: keras.metrics.Mean(name=name), rule)
 
     @classmethod
-    def auc(cls, rule: Callable[[Outputs], tuple]) -> MetricRule:
-        """ROC AUC; `rule(outputs)` gives (labels, probabilities, weights)."""
-        return cls(lambda name: keras.metrics.AUC(name=name, num_thresholds=1000), rule)
+    def auc(cls, rule: Callable[[Outputs], tuple], num_thresholds: int) -> MetricRule:
+        """ROC AUC by keras.metrics.AUC, tf.metrics.auc's trapezoids; `rule(outputs)` gives
+        (labels, probabilities, weights)."""
+        return cls(lambda name: keras.metrics.AUC(name=name, num_thresholds=num_thresholds),
+                   rule)
 
 
 def _equal(a, b):
     return tf.cast(tf.equal(a, b), tf.float32)
 
 
-def _detection_metrics() -> dict[str, MetricRule]:
+def _detection_metrics(config: PretrainingConfig) -> dict[str, MetricRule]:
     """A per-token replaced-token verdict (disc_probs, disc_preds) against disc_labels over
-    disc_weights. The original's, except that its AUC counts padding as real tokens."""
+    disc_weights. The original's, except that its AUC counts padding as real tokens; the AUC
+    at `auc_num_thresholds` thresholds (the original's 200 by default)."""
     def correct(o):
         return _equal(o["disc_labels"], o["disc_preds"])
 
@@ -94,7 +97,7 @@ def _detection_metrics() -> dict[str, MetricRule]:
                                                   tf.cast(o["disc_labels"], tf.float32)
                                                   * o["disc_weights"])),
         "disc_auc": MetricRule.auc(lambda o: (o["disc_labels"], o["disc_probs"],
-                                              o["disc_weights"])),
+                                              o["disc_weights"]), config.auc_num_thresholds),
     }
 
 
@@ -179,8 +182,11 @@ class ReplacedTokenDetection(Objective):
         self.encoder = encoder
         self.disc_head = modeling.DiscriminatorHead.for_encoder(encoder)
         self.layers = [encoder, self.disc_head]
-        self.metrics = {"disc_loss": MetricRule.mean(lambda o: (o["disc_loss"], None)),
-                        **_detection_metrics()}
+        # The original's evaluation disc_loss: the mean over examples of each one's loss
+        # (examples with no token to judge, possible with masked_only, left out).
+        self.metrics = {"disc_loss": MetricRule.mean(lambda o: (o["disc_example_losses"],
+                                                                o["disc_example_weights"])),
+                        **_detection_metrics(config)}
 
     def logits(self, batch: Batch, corrupted: Corrupted, generated: Generated, training):
         hidden = self.encoder(corrupted.input_ids, batch.input_mask, batch.segment_ids,
@@ -198,7 +204,10 @@ class ReplacedTokenDetection(Objective):
         losses = tf.nn.sigmoid_cross_entropy_with_logits(
             labels=tf.cast(labels, tf.float32), logits=logits) * weights
         loss = tf.reduce_sum(losses) / (1e-6 + tf.reduce_sum(weights))
+        judged = tf.reduce_sum(weights, -1)
         return loss, {"disc_loss": loss, "disc_logits": logits,
+                      "disc_example_losses": tf.reduce_sum(losses, -1) / (1e-6 + judged),
+                      "disc_example_weights": tf.cast(judged > 0, tf.float32),
                       **_detection_outputs(labels, logits, weights)}
 
     def idle(self, batch: Batch, corrupted: Corrupted) -> tuple[tf.Tensor, Outputs]:
@@ -330,7 +339,7 @@ class AllTokensMLM(Objective):
                 o["disc_weights"] * tf.cast(o["disc_labels"], tf.float32))),
             "copy_probability": MetricRule.mean(lambda o: (1.0 - o["disc_probs"],
                                                            o["disc_weights"])),
-            **_detection_metrics(),
+            **_detection_metrics(config),
         }
 
     def __call__(self, batch: Batch, corrupted: Corrupted, generated: Generated,

@@ -202,7 +202,8 @@ class PretrainingModel(keras.Model):
     def _outputs(self, batch: masking.Batch, generated: Generated, loss,
                  corrupted: masking.Corrupted | None = None, judged: dict | None = None) -> dict:
         masked = batch.masked
-        out = {"loss": loss, "gen_loss": generated.loss, "masked_input_ids": masked.input_ids,
+        out = {"loss": loss, "gen_loss": generated.loss, "mlm_draw_losses": generated.draw_losses,
+               "masked_input_ids": masked.input_ids,
                "masked_lm_positions": masked.masked_lm_positions,
                "masked_lm_ids": masked.masked_lm_ids,
                "masked_lm_weights": masked.masked_lm_weights,
@@ -329,7 +330,8 @@ class PretrainingMetrics:
 
         mean = MetricRule.mean
         rules = {"loss": mean(lambda o: (o["loss"], None)),
-                 "masked_lm_loss": mean(lambda o: (o["gen_loss"], None)),
+                 "masked_lm_loss": mean(lambda o: (o["mlm_draw_losses"],
+                                                   o["masked_lm_weights"])),
                  "masked_lm_accuracy": mean(lambda o: (correct(o["masked_lm_preds"], o),
                                                        o["masked_lm_weights"])),
                  "masked_lm_accuracy_at_mask": mean(lambda o: (

@@ -105,6 +105,7 @@ def evaluate(data_dir: str, model_name: str, num_eval_steps: int, log_path: str,
     return {"model": model_name, "objective": config["objective"],
             "objective_hparam": config["objective"], "step": step,
             "num_eval_steps": num_eval_steps, "eval_batch_size": config["eval_batch_size"],
+            "auc_num_thresholds": config["auc_num_thresholds"],
             "eval_tfrecords": under(data_dir, config["eval_tfrecords"]),
             "training": False, "metrics": metrics, **usage}
 

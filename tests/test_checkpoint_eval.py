@@ -26,7 +26,7 @@ def test_a_saved_run_is_evaluated_with_its_own_hparams_and_one_record_appended(d
     # batch size are the saved run's.
     assert record["model"] == "tiny_atm" and record["step"] == 7
     assert record["objective"] == record["objective_hparam"] == "all_tokens_mlm"
-    assert record["eval_batch_size"] == 4
+    assert record["eval_batch_size"] == 4 and record["auc_num_thresholds"] == 200
     assert record["metrics"]["num_examples"] == 12
     assert 0 <= record["metrics"]["all_tokens_mlm_softmax_fake_accuracy"] <= 1
     assert record["eval_tfrecords"] == "pretrain_tfrecords/pretrain_data.tfrecord*"

@@ -678,6 +678,36 @@ def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
             np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=ours.path)
 
 
+@pytest.mark.slow
+def test_init_optimizer_state_under_two_replicas(data_dir, tmp_path):
+    """Taken by a mirrored run: its first step from step 1000 moves each Adam moment from the
+    TF1 checkpoint's, not from zero (m = 0.9 m0 + 0.1 g with |g| at most 1 after clipping; the
+    moments were drawn from [0.1, 1))."""
+    from conftest import TINY_MODEL, run_script
+    from electra_tf import pretraining, resume
+    trained, config, prefix = _trained_run_in_tf1(data_dir, tmp_path / "release")
+    out = run_script(
+        "run_pretraining.py", "--data_dir", str(data_dir), "--model_name", "mirrored",
+        "--num_cpu_devices", "2", "--hparams", json.dumps({
+            **TINY_MODEL, "strategy": "mirrored", "num_train_steps": 1001,
+            "iterations_per_loop": 1, "init_checkpoint": str(tmp_path / "release"),
+            "init_optimizer_state": True})).stdout
+    assert "with 2 replica(s)" in out and "continuing from step 1000 of" in out
+    state = pretraining.create_state(config, pretraining.SpecialIds(),
+                                     tf.distribute.get_strategy())
+    run = data_dir / "models" / "mirrored"
+    assert resume.checkpoint_steps(str(run))[-1] == 1001
+    state.checkpoint().restore(str(run / "ckpt-1001")).expect_partial()
+    assert int(state.optimizer.iterations) == 1001
+    for before, after in zip(trained.model.trainable_variables,
+                             state.model.trainable_variables, strict=True):
+        (m0, v0), (m1, v1) = ([t.numpy() for t in trained.optimizer.moments(before)],
+                              [t.numpy() for t in state.optimizer.moments(after)])
+        assert np.abs(m1 - 0.9 * m0).max() <= 0.1 + 1e-6, after.path
+        assert np.abs(v1 - 0.999 * v0).max() <= 0.001 + 1e-6, after.path
+        assert (m1 != m0).any(), after.path  # the step was taken, not skipped
+
+
 def test_init_optimizer_state_is_refused_where_there_is_no_whole_state_to_take(
         data_dir, tmp_path):
     """Moments at zero would make the continued run's first steps several times their size

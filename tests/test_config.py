@@ -157,6 +157,18 @@ def test_a_resumed_run_keeps_the_start_only_hparams_it_started_with():
     assert kept.init_checkpoint is None and len(notes) == 1
 
 
+def test_a_run_saved_before_auc_num_thresholds_keeps_the_count_it_logged():
+    """Resumed or evaluated, a run whose pretrain_config.json predates auc_num_thresholds counts
+    disc_auc at the 1,000 thresholds it logged; a newer run at its own; a given value wins."""
+    newer = json.loads(config.from_hparams("m", "/data", {}).to_json())
+    older = {k: v for k, v in newer.items() if k != "auc_num_thresholds"}
+    assert newer["auc_num_thresholds"] == 200
+    assert config.saved_hparams(older, {})["auc_num_thresholds"] == 1000
+    assert config.saved_hparams(newer, {})["auc_num_thresholds"] == 200
+    assert "auc_num_thresholds" not in config.saved_hparams(older, {"auc_num_thresholds": 50})
+    assert config.saved_hparams(None, {}) == {}
+
+
 def test_fine_tuning_hparams_point_to_their_own_reference():
     from electra_tf.finetuning import config as finetuning_config
     with pytest.raises(ConfigError, match=r"unknown hparam 'learning_rat' \(did you mean "

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import TINY_MODEL, run_script, tiny_config
-from electra_tf import (checkpoints, config, flops, generators, health, modeling, objectives,
-                        optimization, pretraining, progress, tf1_checkpoint)
+from electra_tf import (checkpoints, config, flops, generators, health, masking, modeling,
+                        objectives, optimization, pretraining, progress, tf1_checkpoint)
 from electra_tf.hparam_parsing import ConfigError
 from test_model import _features
 
@@ -453,6 +453,8 @@ def test_resuming_checks_the_new_shape_hparams():
                                        "disc_auc"}, {"disc_loss"}),
     ({"training_algorithm": "adversarial"}, {"adversarial_reward", "baseline_loss",
                                              "disc_loss"}, {"stage"}),
+    ({"electric_objective": True}, {"masked_lm_loss", "disc_loss", "disc_auc"}, {"stage"}),
+    ({"uniform_generator": True}, {"masked_lm_loss", "disc_loss", "disc_auc"}, {"stage"}),
 ])
 def test_each_objective_evaluates_its_own_metrics(hparams, present, absent):
     """What do_eval computes: the metrics over model(features, training=False)."""
@@ -465,6 +467,112 @@ def test_each_objective_evaluates_its_own_metrics(hparams, present, absent):
     assert all(np.isfinite(v) for v in results.values())
 
 
+def test_evaluation_losses_pool_as_the_originals_metric_fn():
+    """Over several batches, masked_lm_loss is the mean over every draw of the evaluation
+    (tf.metrics.mean of the per-draw losses, weighted by masked_lm_weights) and disc_loss the
+    mean over examples of each example's mean over its real tokens, not the mean of the
+    batches' losses: here the second batch has fewer draws and examples of unequal length.
+    An untrained model's losses are all near ln V and ln 2, so the second batch's are set
+    apart: its draws' losses by 3 nats, its discriminator's from logits of our choosing."""
+    model = _model()
+    metrics = pretraining.PretrainingMetrics(model)
+    first = model(_features(seed=1), training=False)
+    second = dict(model(_features(seed=2), training=False))
+    fewer = second["masked_lm_weights"].numpy().copy()
+    fewer[:, 1:] = 0.0
+    second["masked_lm_weights"] = tf.constant(fewer)
+    second["mlm_draw_losses"] = second["mlm_draw_losses"] + 3.0
+    rng = np.random.default_rng(0)
+    real = np.zeros(second["input_mask"].shape, np.float32)
+    for row, length in enumerate((32, 4, 20, 9)):
+        real[row, :length] = 1.0
+    logits = (3 * rng.standard_normal(real.shape)).astype(np.float32)
+    labels = (rng.random(real.shape) < 0.3).astype(np.int32)
+    _, judged = model.objective.outputs(tf.constant(logits), tf.constant(labels),
+                                        tf.constant(real))
+    second.update(judged)
+    for out in (first, second):
+        metrics.update(out)
+    results = metrics.results()
+
+    draws = [(o["mlm_draw_losses"].numpy(), o["masked_lm_weights"].numpy())
+             for o in (first, second)]
+    pooled = sum((w * x).sum() for x, w in draws) / sum(w.sum() for _, w in draws)
+    assert results["masked_lm_loss"] == pytest.approx(pooled, rel=1e-5)
+    assert abs(pooled - np.mean([(w * x).sum() / w.sum() for x, w in draws])) > 0.5
+    np.testing.assert_allclose(first["gen_loss"], (draws[0][0] * draws[0][1]).sum()
+                               / draws[0][1].sum(), rtol=1e-5)  # the same draws' losses
+    examples = []
+    for o in map(_numpy, (first, second)):
+        losses = _sigmoid_cross_entropy(o["disc_logits"], o["disc_labels"]) * o["disc_weights"]
+        examples.extend(losses.sum(-1) / o["disc_weights"].sum(-1))
+    assert results["disc_loss"] == pytest.approx(np.mean(examples), rel=1e-5)
+    batch_means = [float(o["disc_loss"]) for o in (first, second)]
+    assert abs(np.mean(examples) - np.mean(batch_means)) > 0.01
+
+
+def test_disc_auc_is_tf_metrics_auc_with_padding_weighted_out():
+    """By default the original's tf.metrics.auc (200 thresholds, trapezoids), given the real
+    tokens as weights (it counted padding as label-0, probability-0 tokens instead); with
+    auc_num_thresholds, a finer estimate of the exact area."""
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+
+    def disc_auc(**hparams):
+        model = _model(**hparams)
+        out = model(_features(), training=False)
+        weights = out["disc_weights"].numpy()
+        labels = (rng.random(weights.shape) < 0.15).astype(np.int32)
+        # Clustered near 0.5, as a young discriminator's are: the thresholds' spacing matters.
+        probs = np.clip(0.5 + 0.004 * labels + 0.003 * rng.standard_normal(weights.shape),
+                        0, 1).astype(np.float32)
+        metrics = pretraining.PretrainingMetrics(model)
+        metrics.update({**out, "disc_labels": tf.constant(labels),
+                        "disc_probs": tf.constant(probs)})
+        return metrics.results()["disc_auc"], labels, probs, weights
+
+    ours, labels, probs, weights = disc_auc()
+    with tf.Graph().as_default():
+        auc, update = tf.compat.v1.metrics.auc(labels, probs, weights)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.local_variables_initializer())
+            session.run(update)
+            original = session.run(auc)
+    assert ours == pytest.approx(original, abs=1e-6)
+    real = weights > 0
+    assert abs(ours - roc_auc_score(labels[real], probs[real])) > 0.02  # coarse here
+    finer, labels, probs, weights = disc_auc(auc_num_thresholds=20000)
+    real = weights > 0
+    assert finer == pytest.approx(roc_auc_score(labels[real], probs[real]), abs=0.005)
+
+
+def test_electric_masked_lm_loss_is_the_cloze_model_at_the_draws():
+    """As the original's: the cloze loss trains over every maskable token, but masked_lm_loss
+    reports the cloze distribution's cross-entropy at the masked draws only."""
+    model = _model(electric_objective=True)
+    features = _features()
+    masked = masking.mask(features["input_ids"], features["input_mask"], 0.15, 5,
+                          model.special, tf.random.Generator.from_seed(3))
+    generated = model.generator_part(masking.Batch(features["input_ids"],
+                                                   features["input_mask"],
+                                                   features["segment_ids"], masked),
+                                     training=False)
+    ids, weights = masked.masked_lm_ids.numpy(), masked.masked_lm_weights.numpy()
+    expected = -np.take_along_axis(_log_softmax(generated.logits.numpy()), ids[..., None],
+                                   -1)[..., 0]
+    drawn = weights > 0  # a padding slot's loss is weighted out
+    np.testing.assert_allclose(generated.draw_losses.numpy()[drawn], expected[drawn],
+                               rtol=1e-4, atol=1e-5)
+    # The training loss covers every maskable token.
+    candidates = masking.candidates_mask(features["input_ids"], features["input_mask"],
+                                         model.special).numpy()
+    token_losses = -np.take_along_axis(_log_softmax(generated.cloze_logits.numpy()),
+                                       features["input_ids"].numpy()[..., None], -1)[..., 0]
+    assert float(generated.loss) == pytest.approx(
+        (token_losses * candidates).sum() / candidates.sum(), rel=1e-5)
+
+
 def test_accuracy_at_mask_leaves_out_the_positions_that_keep_their_token():
     """masked_lm_accuracy counts every masked position, as the original's; the one at [MASK]
     only those shown as [MASK] (a model that reads no context scores the unigram level there)."""
@@ -472,6 +580,7 @@ def test_accuracy_at_mask_leaves_out_the_positions_that_keep_their_token():
     mask = pretraining.SpecialIds().mask
     metrics.update({
         "loss": tf.constant(1.0), "gen_loss": tf.constant(1.0),
+        "mlm_draw_losses": tf.ones([1, 4]),
         # Positions 1 and 3 show [MASK], 2 keeps its token 7; the fourth slot is padding.
         "masked_input_ids": tf.constant([[101, mask, 7, mask, 9, 102]]),
         "masked_lm_positions": tf.constant([[1, 2, 3, 0]]),

@@ -149,9 +149,11 @@ def replace_tokens(input_ids, sampled, masked_lm_positions, all_replaced_are_fak
     return fake_ids, replaced, replaced * tf.cast(tf.not_equal(fake_ids, input_ids), tf.int32)
 
 
-def weighted_mean(values, weights):
-    """sum(weights * values) / sum(weights), 0 without weight (the original's 1e-6 guard)."""
-    return tf.reduce_sum(weights * values) / (tf.reduce_sum(weights) + 1e-6)
+def weighted_mean(values, weights, axis=None):
+    """sum(weights * values) / sum(weights) over `axis` (None: all), 0 without weight (the
+    original's 1e-6 guard)."""
+    return (tf.reduce_sum(weights * values, axis)
+            / (tf.reduce_sum(weights, axis) + 1e-6))
 
 
 def softmax_loss(logits, targets, weights):

@@ -31,7 +31,7 @@ import tensorflow as tf
 from electra_tf import fused, modeling
 from electra_tf.config import PretrainingConfig
 from electra_tf.generators import Generated
-from electra_tf.masking import Batch, Corrupted, softmax_loss
+from electra_tf.masking import Batch, Corrupted, softmax_loss, weighted_mean
 
 Outputs = dict[str, tf.Tensor]
 
@@ -184,8 +184,9 @@ class ReplacedTokenDetection(Objective):
         self.layers = [encoder, self.disc_head]
         # The original's evaluation disc_loss: the mean over examples of each one's loss
         # (examples with no token to judge, possible with masked_only, left out).
-        self.metrics = {"disc_loss": MetricRule.mean(lambda o: (o["disc_example_losses"],
-                                                                o["disc_example_weights"])),
+        self.metrics = {"disc_loss": MetricRule.mean(lambda o: (
+                            o["disc_example_losses"],
+                            tf.cast(tf.reduce_any(o["disc_weights"] > 0, -1), tf.float32))),
                         **_detection_metrics(config)}
 
     def logits(self, batch: Batch, corrupted: Corrupted, generated: Generated, training):
@@ -202,12 +203,10 @@ class ReplacedTokenDetection(Objective):
 
     def outputs(self, logits, labels, weights) -> tuple[tf.Tensor, Outputs]:
         losses = tf.nn.sigmoid_cross_entropy_with_logits(
-            labels=tf.cast(labels, tf.float32), logits=logits) * weights
-        loss = tf.reduce_sum(losses) / (1e-6 + tf.reduce_sum(weights))
-        judged = tf.reduce_sum(weights, -1)
+            labels=tf.cast(labels, tf.float32), logits=logits)
+        loss = weighted_mean(losses, weights)
         return loss, {"disc_loss": loss, "disc_logits": logits,
-                      "disc_example_losses": tf.reduce_sum(losses, -1) / (1e-6 + judged),
-                      "disc_example_weights": tf.cast(judged > 0, tf.float32),
+                      "disc_example_losses": weighted_mean(losses, weights, axis=-1),
                       **_detection_outputs(labels, logits, weights)}
 
     def idle(self, batch: Batch, corrupted: Corrupted) -> tuple[tf.Tensor, Outputs]:
@@ -355,7 +354,7 @@ class AllTokensMLM(Objective):
         log_p = tf.reduce_logsumexp(tf.stack(
             [tf.where(copyable, log_copy, -math.inf), log_generate + log_q]), axis=0)
         weights = tf.cast(batch.input_mask, tf.float32)
-        loss = -tf.reduce_sum(weights * log_p) / (1e-6 + tf.reduce_sum(weights))
+        loss = -weighted_mean(log_p, weights)
         best = tf.argmax(logits, -1, output_type=tf.int32)  # the softmax's own prediction
         return loss, {"all_tokens_mlm_loss": loss,
                       "all_tokens_mlm_preds": _mixture_argmax(logits, best, replaced_logits,

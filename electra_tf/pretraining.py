@@ -252,15 +252,13 @@ class PretrainingModel(keras.Model):
                                   tf.float32)[..., 0]
         baseline = tf.math.softplus(-baseline_logits)  # -log sigmoid
         log_prob = -fused.softmax_cross_entropy(corrupted.policy_logits, corrupted.sampled)
-
-        def average(x):
-            return tf.reduce_sum(weights * x) / (tf.reduce_sum(weights) + 1e-6)
-
-        policy_loss = -average(log_prob * tf.stop_gradient(reward - baseline))
-        baseline_loss = average(tf.nn.sigmoid_cross_entropy_with_logits(
-            labels=tf.exp(-reward), logits=baseline_logits))
+        policy_loss = -masking.weighted_mean(log_prob * tf.stop_gradient(reward - baseline),
+                                             weights)
+        baseline_loss = masking.weighted_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=tf.exp(-reward), logits=baseline_logits), weights)
         loss = policy_loss + baseline_loss + self.config.adversarial_mlm_weight * generated.loss
-        return loss, {"adversarial_reward": average(reward), "baseline_loss": baseline_loss}
+        return loss, {"adversarial_reward": masking.weighted_mean(reward, weights),
+                      "baseline_loss": baseline_loss}
 
     # ----- standalone models -----
     def discriminator_model(self) -> modeling.ElectraDiscriminator:

@@ -183,11 +183,12 @@ class ReplacedTokenDetection(Objective):
         self.disc_head = modeling.DiscriminatorHead.for_encoder(encoder)
         self.layers = [encoder, self.disc_head]
         # The original's evaluation disc_loss: the mean over examples of each one's loss
-        # (examples with no token to judge, possible with masked_only, left out).
+        # (examples with no token to judge, possible with masked_only, left out). As its
+        # metric_fn, none at disc_weight 0, where the discriminator does not train.
         self.metrics = {"disc_loss": MetricRule.mean(lambda o: (
                             o["disc_example_losses"],
                             tf.cast(tf.reduce_any(o["disc_weights"] > 0, -1), tf.float32))),
-                        **_detection_metrics(config)}
+                        **_detection_metrics(config)} if config.disc_weight > 0 else {}
 
     def logits(self, batch: Batch, corrupted: Corrupted, generated: Generated, training):
         hidden = self.encoder(corrupted.input_ids, batch.input_mask, batch.segment_ids,

@@ -311,8 +311,8 @@ class PretrainingMetrics:
     sampled_masked_lm_accuracy (the original's) and replaced_fraction (the share of masked
     positions whose token really changed). Then the objective's own (objectives.py: the
     original's disc_loss, disc_accuracy, disc_precision, disc_recall and disc_auc for the
-    detection objectives); adversarial_reward and baseline_loss for adversarial training;
-    stage for two-stage training.
+    detection objectives, none at disc_weight 0); adversarial_reward and baseline_loss for
+    adversarial training; stage for two-stage training.
 
     Differences from the original, on purpose: AUC weights out padding (the original counts each
     pad as a label-0, probability-0 token, which inflates it)."""

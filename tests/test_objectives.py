@@ -455,6 +455,12 @@ def test_resuming_checks_the_new_shape_hparams():
                                              "disc_loss"}, {"stage"}),
     ({"electric_objective": True}, {"masked_lm_loss", "disc_loss", "disc_auc"}, {"stage"}),
     ({"uniform_generator": True}, {"masked_lm_loss", "disc_loss", "disc_auc"}, {"stage"}),
+    # At disc_weight 0 the discriminator does not train: the original's metric_fn reports
+    # none of its metrics.
+    ({"disc_weight": 0.0}, {"masked_lm_loss", "sampled_masked_lm_accuracy", "replaced_fraction"},
+     {"disc_loss", "disc_accuracy", "disc_precision", "disc_recall", "disc_auc"}),
+    ({"electric_objective": True, "disc_weight": 0.0}, {"masked_lm_loss"},
+     {"disc_loss", "disc_auc"}),
 ])
 def test_each_objective_evaluates_its_own_metrics(hparams, present, absent):
     """What do_eval computes: the metrics over model(features, training=False)."""

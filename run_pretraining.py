@@ -97,16 +97,13 @@ def _probe(config):
 
 def _read_saved_config(path: str) -> dict | None:
     """pretrain_config.json of an earlier run; None (saying so) when it is damaged."""
-    import tensorflow as tf
+    from electra_tf import model_files
 
-    if not tf.io.gfile.exists(path):
-        return None
     try:
-        with tf.io.gfile.GFile(path) as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        print(f"{path} is damaged ({e}): the run's earlier hparams cannot be compared; it is "
-              "rewritten from this run's", flush=True)
+        return model_files.read_json(path)
+    except ValueError as e:
+        print(f"{e}: the run's earlier hparams cannot be compared; it is rewritten from this "
+              "run's", flush=True)
         return None
 
 

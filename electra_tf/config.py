@@ -348,9 +348,8 @@ def _saved_run(model_dir: str) -> dict[str, Any] | None:
     if not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*")):
         return None
     try:
-        with tf.io.gfile.GFile(os.path.join(model_dir, "pretrain_config.json")) as f:
-            saved = json.load(f)
-    except (tf.errors.NotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        saved = model_files.read_json(os.path.join(model_dir, "pretrain_config.json"))
+    except ValueError:
         return None
     return saved if isinstance(saved, dict) else None
 

@@ -10,13 +10,12 @@ batches, and a checkpointed iterator continues them exactly. Local paths and gs:
 
 from __future__ import annotations
 
-import json
 import os
 
 import tensorflow as tf
 from google.protobuf import message
 
-from electra_tf import tokenization
+from electra_tf import model_files, tokenization
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # What pretrain_data/build_pretraining_dataset.py writes beside its shards, with its vocabulary.
@@ -104,9 +103,8 @@ def read_build_summary(path: str) -> dict | None:
     """A builder's summary; None when there is none or it cannot be read (the ids are still
     checked)."""
     try:
-        with tf.io.gfile.GFile(path) as f:
-            summary = json.load(f)
-    except (tf.errors.NotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        summary = model_files.read_json(path)
+    except ValueError:
         return None
     return summary if isinstance(summary, dict) else None
 

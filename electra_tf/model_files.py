@@ -15,11 +15,15 @@ from electra_tf import files
 
 
 def read_json(path: str) -> Any:
-    """The JSON file at `path`, or None when there is none."""
+    """The JSON file at `path`, or None when there is none. A file that is not JSON (cut short,
+    zeroed, not UTF-8) raises a ValueError naming it."""
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path} is damaged ({e})") from None
 
 
 def write_files(directory: str, contents: dict[str, bytes]) -> list[str]:

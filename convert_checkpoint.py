@@ -10,7 +10,10 @@ directory run_pretraining.py exports into). --to:
                tokenizer_config.json) that transformers' ElectraForPreTraining /
                ElectraForMaskedLM and ElectraTokenizer(Fast) load
   tf1          DIR/model.ckpt-STEP with the original's variable names (generator included),
-               electra_config.json (what shapes do not tell), vocab.txt, tokenizer_config.json
+               electra_config.json (what shapes do not tell), vocab.txt, tokenizer_config.json;
+               with --optimizer_state, of a run_pretraining.py folder (DATA_DIR/models/NAME,
+               finished or not): its newest checkpoint with global_step and the Adam slots,
+               which the original's run_pretraining.py continues from
   saved_model  DIR/discriminator/ as a TF SavedModel with serving signatures, the tokenizer in
                its assets.extra/
   keras        DIR/discriminator.keras and DIR/generator.keras, vocab.txt, tokenizer_config.json
@@ -46,14 +49,28 @@ flags.DEFINE_integer("num_attention_heads", None, "The discriminator's attention
                      "TF1 checkpoint that does not say (no electra_config.json or "
                      "pretrain_config.json beside it) and whose hidden size is not a multiple "
                      "of 64.")
+flags.DEFINE_bool("optimizer_state", False, "With --to tf1 and a run_pretraining.py folder "
+                  "as --input: the run's newest checkpoint with its global_step and Adam slots "
+                  "(adam_m, adam_v), as the original's run_pretraining.py writes them, so that "
+                  "the original (or init_optimizer_state) continues the run.")
+
+
+ONLY_TF1_HOLDS_OPTIMIZER_STATE = ("--optimizer_state writes the original's Adam slots, which "
+                                  "only --to tf1 holds: drop it, or convert --to tf1")
+flags.register_multi_flags_validator(  # checked with the flags, before TensorFlow loads
+    ["optimizer_state", "to"], lambda f: not f["optimizer_state"] or f["to"] in (None, "tf1"),
+    ONLY_TF1_HOLDS_OPTIMIZER_STATE)
 
 
 def convert(source: str, output: str, to: str, do_lower_case: bool = True,
-            vocab_file: str | None = None, num_attention_heads: int | None = None) -> list[str]:
+            vocab_file: str | None = None, num_attention_heads: int | None = None,
+            optimizer_state: bool = False) -> list[str]:
     """Returns the paths written."""
+    if optimizer_state and to != "tf1":
+        raise ValueError(f"--to {to}: {ONLY_TF1_HOLDS_OPTIMIZER_STATE}")
     import tensorflow as tf
 
-    from electra_tf import checkpoints, tokenization
+    from electra_tf import checkpoints, pretraining, tokenization
 
     format_ = checkpoints.FORMATS.get(to)
     if format_ is None or not format_.writes:
@@ -65,7 +82,8 @@ def convert(source: str, output: str, to: str, do_lower_case: bool = True,
         raise ValueError(f"--output {output} is not empty; choose a new directory")
     format_.check_installed()
 
-    pretrained = checkpoints.load_pretrained(source, num_attention_heads)
+    pretrained = (pretraining.restored_run(source) if optimizer_state
+                  else checkpoints.load_pretrained(source, num_attention_heads))
     vocab_file = vocab_file or pretrained.vocab_file
     if vocab_file is None:
         raise FileNotFoundError(
@@ -92,7 +110,7 @@ def main(argv) -> None:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
     try:
         for path in convert(FLAGS.input, FLAGS.output, FLAGS.to, FLAGS.do_lower_case,
-                            FLAGS.vocab_file, FLAGS.num_attention_heads):
+                            FLAGS.vocab_file, FLAGS.num_attention_heads, FLAGS.optimizer_state):
             print(f"wrote {path}", flush=True)
     except (ValueError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None

@@ -34,7 +34,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf import (checkpoint_names, hf_checkpoint, keras_hub_preset, keras_saving,
-                        model_files, model_shape, modeling, tf1_checkpoint)
+                        model_files, model_shape, modeling, optimization, tf1_checkpoint)
 from electra_tf.hparam_parsing import ConfigError
 
 
@@ -53,6 +53,10 @@ class Pretrained:
     format: str  # the kind of the Format that read it: "tf1", "huggingface", "keras", ...
     global_step: int | None = None
     has_discriminator_head: bool = True  # False: a bare encoder, the head freshly initialised
+    # A run restored with its optimizer (pretraining.restored_run): the AdamWeightDecay whose
+    # slots a tf1 export writes, and whether the generator reads the discriminator's tables.
+    optimizer: optimization.AdamWeightDecay | None = None
+    tied_embeddings: bool | None = None
 
 
 @dataclasses.dataclass
@@ -167,7 +171,8 @@ class Tf1Checkpoint(Format):
                 raise FileNotFoundError(
                     f"{path} is a run_pretraining directory without its exported models "
                     "(discriminator.keras is written when training ends): rerun the same "
-                    "run_pretraining.py command to finish and export it")
+                    "run_pretraining.py command to finish and export it, or convert it as it "
+                    "stands with convert_checkpoint.py --to tf1 --optimizer_state")
             raise FileNotFoundError(f"{prefix} is a TF2 object checkpoint, not ELECTRA weights "
                                     "in the original's names")
         return prefix
@@ -194,7 +199,7 @@ class Tf1Checkpoint(Format):
         step = pretrained.global_step or 0
         written = [tf1_checkpoint.write_tf1_checkpoint(
             os.path.join(output, f"model.ckpt-{step}"), pretrained.discriminator,
-            pretrained.generator, step)]
+            pretrained.generator, step, pretrained.optimizer, pretrained.tied_embeddings)]
         return written + model_files.write_files(output, tokenizer)
 
 

@@ -44,6 +44,7 @@ import os
 import keras
 import tensorflow as tf
 
+from electra_tf import config as config_lib
 from electra_tf import (checkpoint_names, checkpoints, distribution, fused, keras_saving,
                         masking, model_files, modeling, objectives, optimization, resume,
                         tf1_checkpoint)
@@ -529,9 +530,7 @@ def _take_optimizer_state(model: PretrainingModel, discriminator: modeling.Elect
         raise ConfigError(f"hparam 'init_optimizer_state': init_checkpoint {pretrained.source} "
                           f"is {what}, which holds no optimizer state to continue: {fresh}")
     stored = tf.train.load_checkpoint(pretrained.source)
-    tied = generator is not None and model.generator.embeddings is model.encoder.embeddings
-    named = {id(variable): name for name, variable in
-             tf1_checkpoint.tf1_variables(discriminator, generator, tied).items()}
+    named = _tf1_names(model, discriminator, generator)
     slots, lacking = {}, []
     for variable in model.trainable_variables:
         name = named.get(id(variable))
@@ -551,6 +550,78 @@ def _take_optimizer_state(model: PretrainingModel, discriminator: modeling.Elect
         moment.assign(stored.get_tensor(name))
     return (f"continuing from step {pretrained.global_step} of {pretrained.source}, with the "
             f"Adam slots of all {len(model.trainable_variables)} variables")
+
+
+def _tied_embeddings(model: PretrainingModel) -> bool:
+    """Whether the generator reads the discriminator's embedding tables (the original's
+    default), which its checkpoints name once, under electra/."""
+    return model.generator is not None and \
+        model.generator.embeddings is model.encoder.embeddings
+
+
+def _tf1_names(model: PretrainingModel, discriminator: modeling.ElectraDiscriminator,
+               generator: modeling.ElectraGenerator | None) -> dict[int, str]:
+    """{id(variable): the original's name} of the models' variables that its checkpoints
+    name."""
+    tied = generator is not None and _tied_embeddings(model)
+    return {id(variable): name for name, variable in
+            tf1_checkpoint.tf1_variables(discriminator, generator, tied).items()}
+
+
+def restored_run(path: str) -> checkpoints.Pretrained:
+    """A run_pretraining.py run (DATA_DIR/models/NAME, finished or not) at its newest
+    checkpoint, with the AdamWeightDecay that trained it and its global step: what the
+    original's run_pretraining.py checkpoints hold, for a TF1 export with the Adam slots
+    (convert_checkpoint.py --optimizer_state), which the original continues from and
+    init_optimizer_state takes. A run whose state those checkpoints cannot hold is refused
+    before anything is written: another optimizer or training algorithm, GDES's residual
+    tables, one network as generator and discriminator, or a variable the original does not
+    name (the heads of Replace MLM, All-Tokens MLM, Electric's cloze generator)."""
+    directory = path.rstrip("/")
+    the_folder = ("a run's optimizer state is read from the folder run_pretraining.py trains in "
+                  "(DATA_DIR/models/NAME)")
+    if not tf.io.gfile.isdir(directory):
+        raise FileNotFoundError(f"{directory} is not a directory: {the_folder}")
+    saved = model_files.read_json(os.path.join(directory, "pretrain_config.json"))
+    if not isinstance(saved, dict):
+        raise FileNotFoundError(f"{directory} holds no pretrain_config.json: {the_folder}")
+    config = config_lib.saved_config(saved)
+    unlike = [f"{key} {getattr(config, key)!r}" for key, original in
+              (("optimizer", "adamw"), ("training_algorithm", "joint"))
+              if getattr(config, key) != original]
+    if config.embedding_sharing == "gdes":
+        unlike.append("embedding_sharing 'gdes'")
+    weights_alone = "convert it without the optimizer state, which writes the weights alone"
+    if unlike:
+        raise ConfigError(f"{directory}: trained with {' and '.join(unlike)}; the original's "
+                          "checkpoints hold AdamWeightDecay's slots of a generator and a "
+                          f"discriminator trained jointly: {weights_alone}")
+    state = create_state(config, SpecialIds(), tf.distribute.get_strategy())
+    try:
+        checkpointer = resume.Checkpointer(state.checkpoint(), directory,
+                                           state.optimizer.iterations, None, writable=False)
+    except resume.CheckpointError as e:
+        raise ValueError(str(e)) from None
+    if not checkpointer.restored:
+        raise FileNotFoundError(f"{directory} holds no checkpoint (ckpt-N) of its run: train "
+                                "it first, or convert its exported models")
+    model = state.model
+    if model.generator is None or model.generator is model.encoder:
+        raise ConfigError(f"{directory}: objective {config.objective!r} trains one network "
+                          "(untied_generator false shares it); the original's checkpoints "
+                          f"name a generator and a discriminator: {weights_alone}")
+    discriminator, generator = model.discriminator_model(), model.generator_model()
+    named = _tf1_names(model, discriminator, generator)
+    unnamed = [v.path for v in model.trainable_variables if id(v) not in named]
+    if unnamed:
+        raise ConfigError(f"{directory}: {len(unnamed)} of the variables objective "
+                          f"{config.objective!r} trains have no name in the original's "
+                          f"checkpoints (e.g. {', '.join(unnamed[:3])}): {weights_alone}")
+    return checkpoints.Pretrained(
+        discriminator, generator, model_files.find_vocab(directory),
+        model_files.find_do_lower_case(directory), directory, "run",
+        int(state.optimizer.iterations.numpy()), optimizer=state.optimizer,
+        tied_embeddings=_tied_embeddings(model))
 
 
 def _load_gdes_discriminator(model: PretrainingModel,

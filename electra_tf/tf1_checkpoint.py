@@ -42,15 +42,17 @@ def read_tf1_checkpoint(prefix: str) -> dict[str, np.ndarray]:
 
 def write_tf1_checkpoint(prefix: str, discriminator=None, generator=None,
                          global_step: int | None = None,
-                         optimizer: optimization.AdamWeightDecay | None = None) -> str:
+                         optimizer: optimization.AdamWeightDecay | None = None,
+                         tied: bool | None = None) -> str:
     """Writes the models' variables under the original's names, readable by the original code
     and by tf.train.load_checkpoint: the generator's embeddings under electra/ when they are
     the discriminator's (tied, as the original shares them), else under generator/ (the
-    original's untied_generator_embeddings). Beside it, ARCHITECTURE_FILE records what shapes
-    cannot tell (attention heads, activation, LayerNorm epsilon). With `optimizer` (the
+    original's untied_generator_embeddings); `tied` as tf1_variables takes it. Beside it,
+    ARCHITECTURE_FILE records what shapes cannot tell (attention heads, activation, LayerNorm
+    epsilon). With `optimizer` (the
     AdamWeightDecay that trained them), each variable it trains has its Adam slots beside it
     (slot_names), as in the original's checkpoints. Returns the prefix."""
-    names = tf1_variables(discriminator, generator)
+    names = tf1_variables(discriminator, generator, tied)
     architecture = {role: dataclasses.asdict(checkpoint_names.EncoderSpec.of(model.encoder))
                     for role, model in (("discriminator", discriminator),
                                         ("generator", generator)) if model is not None}

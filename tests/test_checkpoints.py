@@ -609,10 +609,9 @@ def test_continued_pretraining_takes_the_checkpoints_architecture(tmp_path, data
                                                         "generator_hidden_size": 0.5})
 
 
-def _trained_run_in_tf1(data_dir, directory, **hparams):
-    """A run's state whose weights and moments all hold distinct values, as training leaves
-    them, written as the original's run_pretraining.py saves one at step 1000; and its
-    config."""
+def _trained_state(data_dir, **hparams):
+    """A run's state at step 1000 whose weights and moments all hold distinct values, as
+    training leaves them; and its config (DATA_DIR/models/tiny)."""
     from conftest import tiny_config
     from electra_tf import pretraining
     config = tiny_config(data_dir, num_train_steps=2000, **hparams)
@@ -622,6 +621,27 @@ def _trained_run_in_tf1(data_dir, directory, **hparams):
     for variable in trained.model.trainable_variables:
         for target in (variable, *trained.optimizer.moments(variable)):
             target.assign(rng.uniform(0.1, 1.0, target.shape).astype("float32"))
+    trained.optimizer.iterations.assign(1000)
+    return trained, config
+
+
+def _trained_run(data_dir, **hparams):
+    """_trained_state saved as run_pretraining.py leaves a run mid-way: its pretrain_config.json
+    and ckpt-1000 in DATA_DIR/models/tiny."""
+    from electra_tf import resume
+    trained, config = _trained_state(data_dir, **hparams)
+    os.makedirs(config.model_dir)
+    with open(os.path.join(config.model_dir, "pretrain_config.json"), "w") as f:
+        f.write(config.to_json())
+    resume.Checkpointer(trained.checkpoint(), config.model_dir, trained.optimizer.iterations,
+                        2).save(1000)
+    return trained, config
+
+
+def _trained_run_in_tf1(data_dir, directory, **hparams):
+    """_trained_state written as the original's run_pretraining.py saves a run at step 1000;
+    its config; the checkpoint's prefix."""
+    trained, config = _trained_state(data_dir, **hparams)
     model = trained.model
     generator = model.generator_model() if model.generator is not model.encoder else None
     prefix = tf1_checkpoint.write_tf1_checkpoint(
@@ -676,6 +696,83 @@ def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
         np.testing.assert_array_equal(theirs.numpy(), ours.numpy(), err_msg=ours.path)
         for a, b in zip(trained.optimizer.moments(ours), state.optimizer.moments(theirs)):
             np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=ours.path)
+
+
+@pytest.mark.parametrize("sharing", ["tied", "untied"])
+def test_a_runs_tf1_export_with_its_optimizer_state_is_continued_whole(data_dir, tmp_path,
+                                                                        sharing):
+    """convert_checkpoint --to tf1 --optimizer_state of a run mid-way writes what the original's
+    run_pretraining.py saves (weights, global_step, every trained variable's adam_m and adam_v
+    under the original's names), and init_optimizer_state takes back the very state."""
+    from convert_checkpoint import convert
+    from electra_tf import pretraining
+    trained, config = _trained_run(data_dir, embedding_sharing=sharing)
+    with pytest.raises(FileNotFoundError, match="is a run_pretraining directory without its "
+                       "exported models .* convert_checkpoint.py --to tf1 --optimizer_state$"):
+        checkpoints.load_pretrained(config.model_dir)
+    out = tmp_path / "out"
+    written = convert(config.model_dir, str(out), "tf1", optimizer_state=True)
+    assert written[0] == str(out / "model.ckpt-1000")
+    assert sorted(os.listdir(out)) == sorted([
+        "checkpoint", "electra_config.json", "model.ckpt-1000.data-00000-of-00001",
+        "model.ckpt-1000.index", "tokenizer_config.json", "vocab.txt"])
+    stored = dict(tf.train.list_variables(written[0]))
+    assert ("generator/embeddings/word_embeddings/adam_m" in stored) == (sharing == "untied")
+
+    state = pretraining.create_state(config, pretraining.SpecialIds(),
+                                     tf.distribute.get_strategy())
+    done = pretraining.initialize_from(state.model, str(out), state.optimizer)
+    assert done[-1] == (f"continuing from step 1000 of {written[0]}, with the Adam slots of "
+                        f"all {len(state.model.trainable_variables)} variables")
+    for ours, theirs in zip(trained.model.trainable_variables, state.model.trainable_variables,
+                            strict=True):
+        np.testing.assert_array_equal(theirs.numpy(), ours.numpy(), err_msg=ours.path)
+        for a, b in zip(trained.optimizer.moments(ours), state.optimizer.moments(theirs)):
+            np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=ours.path)
+
+
+@pytest.mark.parametrize("hparams, error", [
+    ({"optimizer": "lamb"}, "trained with optimizer 'lamb'; the original's checkpoints "
+                            "hold AdamWeightDecay's slots"),
+    ({"embedding_sharing": "gdes"}, "trained with embedding_sharing 'gdes'"),
+    ({"objective": "mlm"}, "objective 'mlm' trains one network"),
+    ({"objective": "replace_mlm"}, r"\d+ of the variables objective 'replace_mlm' trains have no "
+                                   "name in the original's checkpoints"),
+])
+def test_a_run_the_originals_checkpoint_cannot_hold_is_refused_before_writing(
+        data_dir, tmp_path, hparams, error):
+    from convert_checkpoint import convert
+    _, config = _trained_run(data_dir, **hparams)
+    with pytest.raises(ValueError, match=f"^{config.model_dir}: .*{error}.*: convert it without "
+                                         "the optimizer state"):
+        convert(config.model_dir, str(tmp_path / "out"), "tf1", optimizer_state=True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_runs_optimizer_state_export_names_what_is_missing_or_damaged(data_dir, tmp_path):
+    from conftest import tiny_config
+    from convert_checkpoint import convert
+    out = str(tmp_path / "out")
+    with pytest.raises(ValueError, match="^--to hf: --optimizer_state writes the original's Adam "
+                                         "slots, which only --to tf1 holds"):
+        convert(str(data_dir), out, "hf", optimizer_state=True)
+    model_dir = tiny_config(data_dir).model_dir
+    with pytest.raises(FileNotFoundError, match=f"^{model_dir} is not a directory: a run's "
+                                                "optimizer state is read from the folder"):
+        convert(model_dir, out, "tf1", optimizer_state=True)
+    os.makedirs(model_dir)
+    with pytest.raises(FileNotFoundError, match=f"^{model_dir} holds no pretrain_config.json"):
+        convert(model_dir, out, "tf1", optimizer_state=True)
+    config_file = os.path.join(model_dir, "pretrain_config.json")
+    with open(config_file, "w") as f:
+        f.write('{"objective": "electra", ')
+    with pytest.raises(ValueError, match=f"^{config_file} is damaged \\("):
+        convert(model_dir, out, "tf1", optimizer_state=True)
+    with open(config_file, "w") as f:
+        f.write(tiny_config(data_dir).to_json())
+    with pytest.raises(FileNotFoundError, match=f"^{model_dir} holds no checkpoint"):
+        convert(model_dir, out, "tf1", optimizer_state=True)
+    assert not os.path.exists(out)
 
 
 @pytest.mark.slow

@@ -245,3 +245,14 @@ def test_a_folder_named_like_the_package_beside_a_script_does_not_hide_it(fresh)
     returncode, stdout, stderr = fresh("beside")
     assert returncode == 0, stderr[-2000:]
     assert stdout.split()[0].endswith(os.path.join("electra_tf", "__init__.py"))
+
+
+def test_optimizer_state_beside_another_format_is_refused_before_tensorflow_loads(tmp_path):
+    out = subprocess.run([sys.executable, "-c", _REPORT_IMPORTS, "convert_checkpoint.py",
+                          "--input", str(tmp_path), "--output", str(tmp_path / "out"),
+                          "--to", "hf", "--optimizer_state"],
+                         cwd=REPO, text=True, capture_output=True, timeout=300)
+    assert out.stdout.splitlines()[-1] == "exit 2 tensorflow imported: False", out.stderr
+    assert out.stderr.startswith(
+        "error: flags optimizer_state=True, to=hf: --optimizer_state writes the original's Adam "
+        "slots, which only --to tf1 holds: drop it, or convert --to tf1\n"), out.stderr

@@ -97,10 +97,10 @@ def _probe(config):
 
 def _read_saved_config(path: str) -> dict | None:
     """pretrain_config.json of an earlier run; None (saying so) when it is damaged."""
-    from electra_tf import model_files
+    from electra_tf import files
 
     try:
-        return model_files.read_json(path)
+        return files.read_json(path)
     except ValueError as e:
         print(f"{e}: the run's earlier hparams cannot be compared; it is rewritten from this "
               "run's", flush=True)

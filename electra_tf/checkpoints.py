@@ -33,7 +33,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from electra_tf import (checkpoint_names, hf_checkpoint, keras_hub_preset, keras_saving,
+from electra_tf import (checkpoint_names, files, hf_checkpoint, keras_hub_preset, keras_saving,
                         model_files, model_shape, modeling, optimization, tf1_checkpoint)
 from electra_tf.hparam_parsing import ConfigError
 
@@ -228,7 +228,7 @@ class HuggingFace(Format):
                       has_discriminator_head=checkpoint_names.DISCRIMINATOR_HEAD in weights)
 
     def architecture(self, where: str, num_attention_heads: int | None) -> Architecture:
-        config = model_files.read_json(os.path.join(where, "config.json"))
+        config = files.read_json(os.path.join(where, "config.json"))
         sizes = hf_checkpoint.hf_sizes(config, where)
         if any(a.endswith("ForMaskedLM") for a in config.get("architectures") or []):
             return Architecture(None, sizes, where, self.reported_kind)

@@ -25,6 +25,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from electra_tf import files
 from electra_tf.hparam_parsing import ConfigError, load_hparams, require
 from electra_tf.model_shape import (BERT_CONFIG_KEYS, MODEL_SIZES, bert_config, preset_size,
                                     pretrained_architecture, take_architecture)
@@ -348,7 +349,7 @@ def _saved_run(model_dir: str) -> dict[str, Any] | None:
     if not tf.io.gfile.glob(os.path.join(model_dir, "ckpt-*")):
         return None
     try:
-        saved = model_files.read_json(os.path.join(model_dir, "pretrain_config.json"))
+        saved = files.read_json(os.path.join(model_dir, "pretrain_config.json"))
     except ValueError:
         return None
     return saved if isinstance(saved, dict) else None

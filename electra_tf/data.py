@@ -15,7 +15,7 @@ import os
 import tensorflow as tf
 from google.protobuf import message
 
-from electra_tf import model_files, tokenization
+from electra_tf import files, tokenization
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # What pretrain_data/build_pretraining_dataset.py writes beside its shards, with its vocabulary.
@@ -103,7 +103,7 @@ def read_build_summary(path: str) -> dict | None:
     """A builder's summary; None when there is none or it cannot be read (the ids are still
     checked)."""
     try:
-        summary = model_files.read_json(path)
+        summary = files.read_json(path)
     except ValueError:
         return None
     return summary if isinstance(summary, dict) else None

@@ -13,15 +13,16 @@ and gs:// alike.
 
 A write that fails (a full disk, no permission) raises WriteError, `could not write PATH: why`,
 one line that the command lines print as their error; the old file under that name, if any,
-stays as it was.
+stays as it was. read_json reads a JSON file back, naming it when it is damaged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
-from typing import Iterator
+from typing import Any, Iterator
 
 import tensorflow as tf
 
@@ -72,3 +73,15 @@ def write_atomically(path: str, content: str | bytes) -> None:
                 f.write(content)
     except (tf.errors.OpError, OSError) as e:
         raise WriteError(path, first_line(e)) from e
+
+
+def read_json(path: str) -> Any:
+    """The JSON file at `path`, or None when there is none. A file that is not JSON (cut short,
+    zeroed, not UTF-8) raises a ValueError naming it."""
+    if not tf.io.gfile.exists(path):
+        return None
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path} is damaged ({e})") from None

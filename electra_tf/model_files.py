@@ -7,23 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 import tensorflow as tf
 
 from electra_tf import files
-
-
-def read_json(path: str) -> Any:
-    """The JSON file at `path`, or None when there is none. A file that is not JSON (cut short,
-    zeroed, not UTF-8) raises a ValueError naming it."""
-    if not tf.io.gfile.exists(path):
-        return None
-    try:
-        with tf.io.gfile.GFile(path) as f:
-            return json.load(f)
-    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ValueError(f"{path} is damaged ({e})") from None
 
 
 def write_files(directory: str, contents: dict[str, bytes]) -> list[str]:
@@ -52,7 +39,7 @@ def find_vocab(path: str) -> str | None:
     output, DATA_DIR/models/NAME) its pretrain_config.json's vocab_file or DATA_DIR/vocab.txt."""
     directory = model_directory(path)
     candidates = [os.path.join(directory, "vocab.txt")]
-    run = read_json(os.path.join(directory, "pretrain_config.json")) or {}
+    run = files.read_json(os.path.join(directory, "pretrain_config.json")) or {}
     if run.get("vocab_file"):
         candidates.append(run["vocab_file"])
     if os.path.basename(os.path.dirname(directory)) == "models":
@@ -65,7 +52,7 @@ def find_do_lower_case(path: str) -> bool | None:
     run's pretrain_config.json; None when neither says."""
     directory = model_directory(path)
     for name in ("tokenizer_config.json", "pretrain_config.json"):
-        found = (read_json(os.path.join(directory, name)) or {}).get("do_lower_case")
+        found = (files.read_json(os.path.join(directory, name)) or {}).get("do_lower_case")
         if found is not None:
             return found
     return None

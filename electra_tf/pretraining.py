@@ -45,7 +45,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf import config as config_lib
-from electra_tf import (checkpoint_names, checkpoints, distribution, fused, keras_saving,
+from electra_tf import (checkpoint_names, checkpoints, distribution, files, fused, keras_saving,
                         masking, model_files, modeling, objectives, optimization, resume,
                         tf1_checkpoint)
 from electra_tf.config import PretrainingConfig
@@ -582,7 +582,7 @@ def restored_run(path: str) -> checkpoints.Pretrained:
                   "(DATA_DIR/models/NAME)")
     if not tf.io.gfile.isdir(directory):
         raise FileNotFoundError(f"{directory} is not a directory: {the_folder}")
-    saved = model_files.read_json(os.path.join(directory, "pretrain_config.json"))
+    saved = files.read_json(os.path.join(directory, "pretrain_config.json"))
     if not isinstance(saved, dict):
         raise FileNotFoundError(f"{directory} holds no pretrain_config.json: {the_folder}")
     config = config_lib.saved_config(saved)

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import config as config_lib
-from electra_tf import checkpoint_names, model_files, optimization
+from electra_tf import checkpoint_names, files, model_files, optimization
 
 # Written beside our TF1 exports: the encoders' hyperparameters that shapes do not show.
 ARCHITECTURE_FILE = "electra_config.json"
@@ -137,12 +137,12 @@ def tf1_sizes(prefix: str, shapes: dict[str, tuple[int, ...]],
 def _saved_architecture(directory: str) -> dict[str, dict[str, Any]]:
     """{scope: encoder hyperparameters} from the ARCHITECTURE_FILE or the pretrain_config.json
     in `directory`, or {}."""
-    exported = model_files.read_json(os.path.join(directory, ARCHITECTURE_FILE))
+    exported = files.read_json(os.path.join(directory, ARCHITECTURE_FILE))
     if exported is not None:
         return {scope: exported[key] for scope, key in (("electra", "discriminator"),
                                                         ("generator", "generator"))
                 if key in exported}
-    run = model_files.read_json(os.path.join(directory, "pretrain_config.json"))
+    run = files.read_json(os.path.join(directory, "pretrain_config.json"))
     if run is None:
         return {}
     config = config_lib.saved_config(run)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from electra_tf import data, files, model_files
+from electra_tf import data, files
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
@@ -74,9 +74,9 @@ def test_a_checkpoint_write_wraps_a_failed_file_with_its_reason_once(tmp_path):
 @pytest.mark.parametrize("content", [b'{"max_seq_length": 1', b"\x00" * 16, b"\xff\xfe{}"])
 def test_json_read_back_names_a_damaged_file_and_a_missing_one_is_none(tmp_path, content):
     path = tmp_path / "pretrain_config.json"
-    assert model_files.read_json(str(path)) is None
+    assert files.read_json(str(path)) is None
     path.write_bytes(content)
     with pytest.raises(ValueError, match=f"^{re.escape(str(path))} is damaged \\("):
-        model_files.read_json(str(path))
+        files.read_json(str(path))
     # The builder's summary is advisory: a damaged one is read as absent.
     assert data.read_build_summary(str(path)) is None

@@ -576,7 +576,8 @@ def restored_run(path: str) -> checkpoints.Pretrained:
     init_optimizer_state takes. A run whose state those checkpoints cannot hold is refused
     before anything is written: another optimizer or training algorithm, GDES's residual
     tables, one network as generator and discriminator, or a variable the original does not
-    name (the heads of Replace MLM, All-Tokens MLM, Electric's cloze generator)."""
+    name (the heads of Replace MLM, All-Tokens MLM, Electric's cloze generator). A uniform
+    generator has no variables: the discriminator's alone are written, as the original's."""
     directory = path.rstrip("/")
     the_folder = ("a run's optimizer state is read from the folder run_pretraining.py trains in "
                   "(DATA_DIR/models/NAME)")
@@ -606,7 +607,7 @@ def restored_run(path: str) -> checkpoints.Pretrained:
         raise FileNotFoundError(f"{directory} holds no checkpoint (ckpt-N) of its run: train "
                                 "it first, or convert its exported models")
     model = state.model
-    if model.generator is None or model.generator is model.encoder:
+    if model.generator is model.encoder:
         raise ConfigError(f"{directory}: objective {config.objective!r} trains one network "
                           "(untied_generator false shares it); the original's checkpoints "
                           f"name a generator and a discriminator: {weights_alone}")

@@ -698,15 +698,18 @@ def test_init_optimizer_state_counts_on_from_a_tf1_runs_step_and_adam_slots(
             np.testing.assert_array_equal(b.numpy(), a.numpy(), err_msg=ours.path)
 
 
-@pytest.mark.parametrize("sharing", ["tied", "untied"])
+@pytest.mark.parametrize("hparams", [{"embedding_sharing": "tied"},
+                                     {"embedding_sharing": "untied"},
+                                     {"uniform_generator": True},
+                                     {"objective": "electra_15"}])
 def test_a_runs_tf1_export_with_its_optimizer_state_is_continued_whole(data_dir, tmp_path,
-                                                                        sharing):
+                                                                        hparams):
     """convert_checkpoint --to tf1 --optimizer_state of a run mid-way writes what the original's
     run_pretraining.py saves (weights, global_step, every trained variable's adam_m and adam_v
     under the original's names), and init_optimizer_state takes back the very state."""
     from convert_checkpoint import convert
     from electra_tf import pretraining
-    trained, config = _trained_run(data_dir, embedding_sharing=sharing)
+    trained, config = _trained_run(data_dir, **hparams)
     with pytest.raises(FileNotFoundError, match="is a run_pretraining directory without its "
                        "exported models .* convert_checkpoint.py --to tf1 --optimizer_state$"):
         checkpoints.load_pretrained(config.model_dir)
@@ -717,7 +720,10 @@ def test_a_runs_tf1_export_with_its_optimizer_state_is_continued_whole(data_dir,
         "checkpoint", "electra_config.json", "model.ckpt-1000.data-00000-of-00001",
         "model.ckpt-1000.index", "tokenizer_config.json", "vocab.txt"])
     stored = dict(tf.train.list_variables(written[0]))
-    assert ("generator/embeddings/word_embeddings/adam_m" in stored) == (sharing == "untied")
+    assert ("generator/embeddings/word_embeddings/adam_m" in stored) == \
+        (hparams.get("embedding_sharing") == "untied")
+    assert ("generator_predictions/output_bias/adam_m" in stored) == \
+        ("uniform_generator" not in hparams)
 
     state = pretraining.create_state(config, pretraining.SpecialIds(),
                                      tf.distribute.get_strategy())

@@ -598,14 +598,6 @@ def restored_run(path: str) -> checkpoints.Pretrained:
                           "checkpoints hold AdamWeightDecay's slots of a generator and a "
                           f"discriminator trained jointly: {weights_alone}")
     state = create_state(config, SpecialIds(), tf.distribute.get_strategy())
-    try:
-        checkpointer = resume.Checkpointer(state.checkpoint(), directory,
-                                           state.optimizer.iterations, None, writable=False)
-    except resume.CheckpointError as e:
-        raise ValueError(str(e)) from None
-    if not checkpointer.restored:
-        raise FileNotFoundError(f"{directory} holds no checkpoint (ckpt-N) of its run: train "
-                                "it first, or convert its exported models")
     model = state.model
     if model.generator is model.encoder:
         raise ConfigError(f"{directory}: objective {config.objective!r} trains one network "
@@ -618,6 +610,14 @@ def restored_run(path: str) -> checkpoints.Pretrained:
         raise ConfigError(f"{directory}: {len(unnamed)} of the variables objective "
                           f"{config.objective!r} trains have no name in the original's "
                           f"checkpoints (e.g. {', '.join(unnamed[:3])}): {weights_alone}")
+    try:  # the checkpoint is read once the model is known to fit the original's names
+        checkpointer = resume.Checkpointer(state.checkpoint(), directory,
+                                           state.optimizer.iterations, None, writable=False)
+    except resume.CheckpointError as e:
+        raise ValueError(str(e)) from None
+    if not checkpointer.restored:
+        raise FileNotFoundError(f"{directory} holds no checkpoint (ckpt-N) of its run: train "
+                                "it first, or convert its exported models")
     return checkpoints.Pretrained(
         discriminator, generator, model_files.find_vocab(directory),
         model_files.find_do_lower_case(directory), directory, "run",
